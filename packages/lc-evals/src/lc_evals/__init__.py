@@ -1,0 +1,15 @@
+"""Long-context evaluation: task generators, scorers and an evaluation harness.
+
+lc-evals imports no other lc package: a system under test is any callable or any
+object that satisfies the small chat-model protocol defined here."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__: str = version("lc-evals")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0+unknown"
+
+__all__ = ["__version__"]

@@ -1,0 +1,18 @@
+"""Run Triton kernels on the CPU through Triton's interpreter when no GPU is present.
+
+``TRITON_INTERPRET`` must be set before ``triton`` is first imported, so this happens at
+conftest import time, before any test module imports lc_kernels.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+
+def _has_cuda_gpu() -> bool:
+    return shutil.which("nvidia-smi") is not None or os.path.exists("/dev/nvidia0")
+
+
+if not _has_cuda_gpu():
+    os.environ.setdefault("TRITON_INTERPRET", "1")

@@ -1,0 +1,12 @@
+"""Knowledge distillation from full to partial time series (GDPD) and baselines."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__: str = version("lc-timeseries-kd")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0+unknown"
+
+__all__ = ["__version__"]

@@ -1,0 +1,27 @@
+"""Boundaries of lc-timeseries-kd: metadata, public API and the direction of imports."""
+
+from __future__ import annotations
+
+from importlib.metadata import metadata, version
+
+import lc_timeseries_kd
+
+# lc-timeseries-kd stands alone.
+ALLOWED_LC_IMPORTS: set[str] = set()
+
+
+def test_version_is_read_from_installed_metadata() -> None:
+    assert lc_timeseries_kd.__version__ == version("lc-timeseries-kd")
+    assert metadata("lc-timeseries-kd")["Requires-Python"] == ">=3.11"
+
+
+def test_every_public_name_resolves() -> None:
+    assert "__version__" in lc_timeseries_kd.__all__
+    missing = [name for name in lc_timeseries_kd.__all__ if not hasattr(lc_timeseries_kd, name)]
+    assert missing == []
+
+
+def test_imports_follow_the_dependency_direction(lc_imports) -> None:
+    static, dynamic = lc_imports("lc_timeseries_kd")
+    assert static <= ALLOWED_LC_IMPORTS, f"source imports {static - ALLOWED_LC_IMPORTS}"
+    assert dynamic <= ALLOWED_LC_IMPORTS, f"import loads {dynamic - ALLOWED_LC_IMPORTS}"
