@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from lc_evals.registry import TaskSpec, available_tasks, generate, register_task, task_spec
 from lc_evals.types import ChatModel, Message, TaskItem, Tokenizer
 
 try:
@@ -15,4 +16,15 @@ try:
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0+unknown"
 
-__all__ = ["ChatModel", "Message", "TaskItem", "Tokenizer", "__version__"]
+__all__ = [
+    "ChatModel",
+    "Message",
+    "TaskItem",
+    "TaskSpec",
+    "Tokenizer",
+    "__version__",
+    "available_tasks",
+    "generate",
+    "register_task",
+    "task_spec",
+]

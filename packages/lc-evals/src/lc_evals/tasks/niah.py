@@ -1,0 +1,241 @@
+"""RULER-style needle-in-a-haystack tasks.
+
+A needle is the sentence ``"One of the special magic {type} for {key} is: {value}."``
+with ``type`` one of ``words``, ``numbers``, ``uuids``. Variants:
+
+- ``niah_single``: one needle; haystack ``repeat``, ``essay`` or ``needles``
+  (distractor needles with other keys).
+- ``niah_multikey``: the target needle among ``num_distractors`` needles with other keys.
+- ``niah_multivalue``: ``num_values`` needles sharing one key; all values are answers.
+- ``niah_multiquery``: ``num_queries`` needles with different keys, all asked at once.
+
+The first (target) needle goes at ``depth`` (fraction of the haystack before it, 0-1);
+``depth=None`` draws it from the item's seeded stream. Other needles get random depths.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from lc_evals.haystack import HAYSTACKS, essay_sentences, needle_sentences, repeat_sentences
+from lc_evals.length import Insert, fit_context, length_unit, make_measure
+from lc_evals.tasks._common import (
+    VALUE_KINDS,
+    VALUE_TYPE_NAMES,
+    build_item,
+    check_choice,
+    check_depth,
+    check_int,
+    distinct,
+    item_rng,
+    make_key,
+    make_value,
+)
+from lc_evals.types import TaskItem
+
+NEEDLE_TEMPLATE = "One of the special magic {type} for {key} is: {value}."
+
+
+def needle_text(key: str, value: str, value_kind: str) -> str:
+    """The RULER needle sentence for ``key`` and ``value``."""
+    return NEEDLE_TEMPLATE.format(type=VALUE_TYPE_NAMES[value_kind], key=key, value=value)
+
+
+def _haystack(kind: str, rng: random.Random, value_kind: str, taken_keys: set[str]) -> Any:
+    if kind == "repeat":
+        return repeat_sentences()
+    if kind == "essay":
+        return essay_sentences(rng)
+
+    def distractor() -> str:
+        while True:
+            key = make_key(rng)
+            if key not in taken_keys:
+                break
+        return needle_text(key, make_value(rng, value_kind), value_kind)
+
+    return needle_sentences(distractor)
+
+
+def _niah(
+    task: str,
+    *,
+    n: int,
+    length: int,
+    seed: int,
+    tokenizer: Any,
+    haystack: str,
+    value_kind: str,
+    depth: float | None,
+    num_keys: int,
+    values_per_key: int,
+    queried_keys: int,
+) -> list[TaskItem]:
+    check_choice("haystack", haystack, HAYSTACKS)
+    check_choice("value_kind", value_kind, VALUE_KINDS)
+    check_depth(depth)
+    measure = make_measure(tokenizer)
+    unit = length_unit(tokenizer)
+    type_name = VALUE_TYPE_NAMES[value_kind]
+    items = []
+    for index in range(n):
+        rng = item_rng(task, seed, index)
+        keys = distinct(rng, make_key, num_keys)
+        needles: list[tuple[str, str]] = []  # (key, value), target needle(s) first
+        for key in keys:
+            for value in distinct(rng, lambda r: make_value(r, value_kind), values_per_key):
+                needles.append((key, value))
+        # needle order: the queried needles first, so the first one is the depth-controlled one
+        depths = [float(depth) if depth is not None else rng.random()]
+        depths += [rng.random() for _ in needles[1:]]
+        inserts = [Insert(needle_text(k, v, value_kind), d) for (k, v), d in zip(needles, depths)]
+        sentences = _haystack(haystack, rng, value_kind, set(keys))
+        fitted = fit_context(sentences, inserts, length, measure, what="the needle(s)", unit=unit)
+        asked = keys[:queried_keys]
+        answers = [v for k, v in needles if k in asked]
+        if queried_keys == 1 and values_per_key == 1:
+            question = f"What is the special magic {type_name[:-1]} for {asked[0]} mentioned in the text above?"
+        elif queried_keys == 1:
+            question = f"What are all the special magic {type_name} for {asked[0]} mentioned in the text above?"
+        else:
+            joined = ", ".join(asked[:-1]) + f" and {asked[-1]}"
+            question = f"What are all the special magic {type_name} for {joined} mentioned in the text above?"
+        items.append(
+            build_item(
+                task,
+                seed,
+                index,
+                context=fitted.context,
+                question=question,
+                answers=answers,
+                target_length=length,
+                measured_length=fitted.length,
+                unit=unit,
+                depth=depths[0],
+                depths=depths,
+                haystack=haystack,
+                value_kind=value_kind,
+                keys=asked,
+                needles=[i.text for i in inserts],
+                needle_offsets=list(fitted.offsets),
+                filler_chars=fitted.filler_chars,
+            )
+        )
+    return items
+
+
+def niah_single(
+    n: int,
+    length: int,
+    seed: int,
+    tokenizer: Any = None,
+    *,
+    haystack: str = "essay",
+    value_kind: str = "number",
+    depth: float | None = None,
+) -> list[TaskItem]:
+    """One needle in a ``haystack`` of ``"repeat"``, ``"essay"`` or ``"needles"``.
+
+    Example:
+        >>> item = niah_single(1, 1500, seed=0, haystack="repeat", depth=0.5)[0]
+        >>> item.answers[0] in item.context
+        True
+    """
+    return _niah(
+        "niah_single",
+        n=n,
+        length=length,
+        seed=seed,
+        tokenizer=tokenizer,
+        haystack=haystack,
+        value_kind=value_kind,
+        depth=depth,
+        num_keys=1,
+        values_per_key=1,
+        queried_keys=1,
+    )
+
+
+def niah_multikey(
+    n: int,
+    length: int,
+    seed: int,
+    tokenizer: Any = None,
+    *,
+    num_distractors: int = 3,
+    haystack: str = "essay",
+    value_kind: str = "number",
+    depth: float | None = None,
+) -> list[TaskItem]:
+    """The target needle plus ``num_distractors`` needles with other keys (RULER MK)."""
+    check_int("num_distractors", num_distractors, 0)
+    return _niah(
+        "niah_multikey",
+        n=n,
+        length=length,
+        seed=seed,
+        tokenizer=tokenizer,
+        haystack=haystack,
+        value_kind=value_kind,
+        depth=depth,
+        num_keys=1 + num_distractors,
+        values_per_key=1,
+        queried_keys=1,
+    )
+
+
+def niah_multivalue(
+    n: int,
+    length: int,
+    seed: int,
+    tokenizer: Any = None,
+    *,
+    num_values: int = 4,
+    haystack: str = "essay",
+    value_kind: str = "number",
+    depth: float | None = None,
+) -> list[TaskItem]:
+    """``num_values`` needles sharing one key; every value must be retrieved (RULER MV)."""
+    check_int("num_values", num_values, 1)
+    return _niah(
+        "niah_multivalue",
+        n=n,
+        length=length,
+        seed=seed,
+        tokenizer=tokenizer,
+        haystack=haystack,
+        value_kind=value_kind,
+        depth=depth,
+        num_keys=1,
+        values_per_key=num_values,
+        queried_keys=1,
+    )
+
+
+def niah_multiquery(
+    n: int,
+    length: int,
+    seed: int,
+    tokenizer: Any = None,
+    *,
+    num_queries: int = 4,
+    haystack: str = "essay",
+    value_kind: str = "number",
+    depth: float | None = None,
+) -> list[TaskItem]:
+    """``num_queries`` needles with different keys, all asked in one question (RULER MQ)."""
+    check_int("num_queries", num_queries, 1)
+    return _niah(
+        "niah_multiquery",
+        n=n,
+        length=length,
+        seed=seed,
+        tokenizer=tokenizer,
+        haystack=haystack,
+        value_kind=value_kind,
+        depth=depth,
+        num_keys=num_queries,
+        values_per_key=1,
+        queried_keys=num_queries,
+    )

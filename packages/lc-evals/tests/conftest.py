@@ -1,0 +1,41 @@
+"""Fixtures of the lc-evals tests: a real subword tokenizer trained offline."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+
+class TrainedTokenizer:
+    """A byte-pair-encoding tokenizer trained in the test session (nothing downloaded)."""
+
+    def __init__(self) -> None:
+        from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+        from lc_evals.haystack import REPEAT_BLOCK, essay_sentences
+
+        rng = random.Random(0)
+        sentences = essay_sentences(rng)
+        corpus = [" ".join(next(sentences) for _ in range(20)) for _ in range(200)]
+        corpus += list(REPEAT_BLOCK) * 5
+        corpus += [
+            f"One of the special magic numbers for key-{i} is: {rng.randint(10**6, 10**7)}."
+            for i in range(200)
+        ]
+        tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        tok.train_from_iterator(
+            corpus,
+            trainers.BpeTrainer(vocab_size=600, special_tokens=["[UNK]"], show_progress=False),
+        )
+        self.inner = tok
+
+    def encode(self, text: str) -> list[int]:
+        return self.inner.encode(text, add_special_tokens=False).ids
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> TrainedTokenizer:
+    """A small BPE tokenizer (vocabulary 600) trained on generated essay text."""
+    return TrainedTokenizer()
