@@ -7,7 +7,7 @@ from lc_evals.registry import register_task
 
 def register_builtin_tasks() -> None:
     """Register every built-in task (called once, lazily, by the registry)."""
-    from lc_evals.tasks import niah
+    from lc_evals.tasks import babilong, chunking, niah, ruler
 
     builtins = [
         ("niah_single", niah.niah_single, "contains_all", "RULER NIAH, one needle"),
@@ -28,6 +28,51 @@ def register_builtin_tasks() -> None:
             niah.niah_multiquery,
             "contains_all",
             "RULER NIAH, several keys asked at once",
+        ),
+        (
+            "variable_tracking",
+            ruler.variable_tracking,
+            "contains_all",
+            "RULER variable tracking (chains, hops)",
+        ),
+        ("common_words", ruler.common_words, "contains_all", "RULER common-words extraction"),
+        (
+            "frequent_words",
+            ruler.frequent_words,
+            "contains_all",
+            "RULER frequent-words extraction (Zipf)",
+        ),
+        (
+            "babilong_qa1",
+            babilong.babilong_qa1,
+            "contains_any",
+            "bAbI-like single supporting fact in long text",
+        ),
+        (
+            "babilong_qa2",
+            babilong.babilong_qa2,
+            "contains_any",
+            "bAbI-like two supporting facts in long text",
+        ),
+        (
+            "babilong_qa3",
+            babilong.babilong_qa3,
+            "contains_any",
+            "bAbI-like three supporting facts in long text",
+        ),
+        (
+            "babilong_qa6",
+            babilong.babilong_qa6,
+            "exact_match",
+            "bAbI-like yes/no question in long text",
+        ),
+        ("babilong_qa7", babilong.babilong_qa7, "exact_match", "bAbI-like counting in long text"),
+        ("kv_retrieval", chunking.kv_retrieval, "contains_all", "UUID key-value retrieval"),
+        (
+            "minmax",
+            chunking.minmax,
+            "exact_match",
+            "largest/smallest number spread through the context",
         ),
     ]
     for name, fn, scorer, description in builtins:

@@ -1,0 +1,150 @@
+"""Aggregation-free retrieval and whole-context aggregation tasks of the multi-agent
+chunking study (key-value retrieval and min/max over numbers, as in InfiniteBench).
+
+- ``kv_retrieval``: lines ``"<uuid key>": "<uuid value>",`` filling the context; one
+  key is asked. Every line is a distractor except the target at ``depth``.
+- ``minmax``: integers spread through the context; the answer is the largest (``op=
+  "max"``) or smallest (``op="min"``) of them. The answer is computed from the final
+  context, so truncating the last number to fit the length can never make it wrong.
+  Unlike retrieval, every chunk matters: this is the task that punishes aggregation.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from lc_evals.haystack import needle_sentences
+from lc_evals.length import Insert, fit_context, length_unit, make_measure
+from lc_evals.tasks._common import build_item, check_choice, check_depth, check_int, item_rng
+from lc_evals.types import TaskItem
+
+KV_HEADER = "JSON data (one key-value pair per line):\n"
+
+
+def _uuid(rng: Any) -> str:
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def kv_line(key: str, value: str) -> str:
+    """One key-value line of the ``kv_retrieval`` context."""
+    return f'"{key}": "{value}",'
+
+
+def kv_retrieval(
+    n: int,
+    length: int,
+    seed: int,
+    tokenizer: Any = None,
+    *,
+    depth: float | None = None,
+) -> list[TaskItem]:
+    """Key-value retrieval over UUID pairs.
+
+    Example:
+        >>> item = kv_retrieval(1, 3000, seed=0, depth=0.5)[0]
+        >>> kv_line(item.metadata["key"], item.answers[0]) in item.context
+        True
+    """
+    check_depth(depth)
+    measure = make_measure(tokenizer)
+    unit = length_unit(tokenizer)
+    task = "kv_retrieval"
+    items = []
+    for index in range(n):
+        rng = item_rng(task, seed, index)
+        key, value = _uuid(rng), _uuid(rng)
+        d = float(depth) if depth is not None else rng.random()
+        filler = needle_sentences(lambda r=rng: kv_line(_uuid(r), _uuid(r)))
+        fitted = fit_context(
+            filler,
+            [Insert(kv_line(key, value), d)],
+            length,
+            measure,
+            prefix=KV_HEADER,
+            sep="\n",
+            what="the header and target pair",
+            unit=unit,
+        )
+        question = f'What is the value associated with the key "{key}" in the JSON data above?'
+        items.append(
+            build_item(
+                task,
+                seed,
+                index,
+                context=fitted.context,
+                question=question,
+                answers=(value,),
+                target_length=length,
+                measured_length=fitted.length,
+                unit=unit,
+                depth=d,
+                key=key,
+                needles=[kv_line(key, value)],
+                needle_offsets=list(fitted.offsets),
+                filler_chars=fitted.filler_chars,
+            )
+        )
+    return items
+
+
+NUMBER_RE = re.compile(r"-?\d+")
+
+
+def minmax(
+    n: int,
+    length: int,
+    seed: int,
+    tokenizer: Any = None,
+    *,
+    op: str | None = None,
+    low: int = 0,
+    high: int = 99_999,
+) -> list[TaskItem]:
+    """Min/max over numbers spread through the context; ``op=None`` draws max or min."""
+    if op is not None:
+        check_choice("op", op, ("max", "min"))
+    check_int("low", low, -(10**12))
+    if not isinstance(high, int) or high <= low:
+        raise ValueError(f"high must be an integer > low={low}, got {high!r}")
+    measure = make_measure(tokenizer)
+    unit = length_unit(tokenizer)
+    task = "minmax"
+    items = []
+    for index in range(n):
+        rng = item_rng(task, seed, index)
+        which = op if op is not None else rng.choice(("max", "min"))
+        filler = needle_sentences(lambda r=rng: str(r.randint(low, high)))
+        fitted = fit_context(
+            filler, [], length, measure, prefix="Numbers: ", what="the header", unit=unit
+        )
+        numbers = [int(x) for x in NUMBER_RE.findall(fitted.context)]
+        check_int("count of numbers that fit", len(numbers), 1)
+        answer = max(numbers) if which == "max" else min(numbers)
+        word = "largest" if which == "max" else "smallest"
+        question = (
+            f"What is the {word} number in the list of numbers above? Answer with the number only."
+        )
+        items.append(
+            build_item(
+                task,
+                seed,
+                index,
+                context=fitted.context,
+                question=question,
+                answers=(str(answer),),
+                target_length=length,
+                measured_length=fitted.length,
+                unit=unit,
+                op=which,
+                num_numbers=len(numbers),
+                answer_offset=_offset(fitted.context, answer),
+            )
+        )
+    return items
+
+
+def _offset(context: str, value: int) -> int:
+    m = re.search(rf"(?<![\d-]){value}(?!\d)", context)
+    return m.start() if m else -1
