@@ -1,0 +1,168 @@
+"""Chunk-recurrent loss and exact gradients for a causal LM over a long sequence.
+
+Pass 1 runs the chunks in order without autograd and fills paged key/value memory.
+Pass 2 walks the chunks in reverse: it recomputes a chunk's forward with autograd,
+attending over the paged past, and back-propagates
+
+    loss_chunk + sum_layers <K_chunk, dL/dK_chunk> + <V_chunk, dL/dV_chunk>
+
+where ``dL/dK_chunk`` and ``dL/dV_chunk`` were accumulated into gradient pages by the
+later chunks that attended to this chunk's keys and values. The gradients that reach the
+parameters are therefore exactly those of ordinary full-sequence back-propagation, while
+activations are kept for one chunk at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from lc_kernels.paged import PageLayout, paged_gather
+from lc_train.oomb.attention import _ACTIVE, ATTN_NAME, ChunkState, register
+from lc_train.oomb.config import ChunkRecurrentConfig
+
+
+@dataclass(frozen=True)
+class ChunkRecurrentResult:
+    """Outcome of one chunk-recurrent forward/backward.
+
+    Attributes:
+        loss: mean next-token cross-entropy over all target tokens (a detached scalar).
+        num_targets: number of target tokens the mean is taken over.
+        kv_bytes: bytes of the paged key/value and key/value-gradient memory.
+    """
+
+    loss: torch.Tensor
+    num_targets: int
+    kv_bytes: int
+
+
+@contextlib.contextmanager
+def _attention_swapped(model: torch.nn.Module) -> Iterator[None]:
+    register()
+    config = model.config
+    previous = config._attn_implementation
+    model.set_attn_implementation(ATTN_NAME)
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(previous)
+
+
+def _targets(input_ids: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
+    """Next-token targets aligned with positions (last position: ignored)."""
+    labels = input_ids if labels is None else labels
+    shifted = torch.full_like(labels, -100)
+    shifted[:, :-1] = labels[:, 1:]
+    return shifted
+
+
+def chunk_recurrent_backward(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    labels: torch.Tensor | None = None,
+    config: ChunkRecurrentConfig | None = None,
+) -> ChunkRecurrentResult:
+    """Accumulate into ``param.grad`` the exact gradient of the mean causal-LM loss.
+
+    Equivalent to ``model(input_ids, labels=labels).loss.backward()`` (same loss, same
+    gradients up to floating-point rounding) with activation memory of one chunk.
+
+    Args:
+        model: a transformers causal LM with full causal attention layers (Llama, Qwen2,
+            Mistral without sliding window ...) in training or eval mode, no dropout.
+        input_ids: ``[batch, seq]`` token ids (no padding).
+        labels: ``[batch, seq]`` like ``input_ids`` with ``-100`` for ignored positions;
+            defaults to ``input_ids`` (standard LM training).
+        config: chunk and page sizes.
+
+    Returns:
+        The loss (detached), the number of target tokens and the KV memory used.
+
+    Example:
+        >>> model.zero_grad()
+        >>> result = chunk_recurrent_backward(model, ids, config=ChunkRecurrentConfig(chunk_size=512))
+        >>> optimizer.step()
+    """
+    config = config or ChunkRecurrentConfig()
+    if input_ids.dim() != 2 or input_ids.dtype not in (torch.long, torch.int):
+        raise ValueError(
+            f"input_ids must be a [batch, seq] integer tensor, got {tuple(input_ids.shape)}"
+        )
+    if labels is not None and labels.shape != input_ids.shape:
+        raise ValueError(
+            f"labels {tuple(labels.shape)} must match input_ids {tuple(input_ids.shape)}"
+        )
+    targets = _targets(input_ids, labels)
+    num_targets = int((targets != -100).sum())
+    if num_targets == 0:
+        raise ValueError("no target tokens: the sequence needs at least 2 tokens with labels")
+
+    text = model.config.get_text_config(decoder=True)
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    base = getattr(model, model.base_model_prefix)
+    device = input_ids.device
+    dtype = next(model.parameters()).dtype
+    batch, seq_len = input_ids.shape
+    state = ChunkState(
+        layout=PageLayout(batch, text.num_key_value_heads, config.page_size, head_dim, dtype),
+        num_layers=text.num_hidden_layers,
+        seq_len=seq_len,
+        device=torch.device("cpu") if config.offload else device,
+        block_tokens=config.block_tokens,
+    )
+    chunks = [
+        (s, min(s + config.chunk_size, seq_len)) for s in range(0, seq_len, config.chunk_size)
+    ]
+    positions = torch.arange(seq_len, device=device).unsqueeze(0).expand(batch, -1)
+
+    total = torch.zeros((), dtype=torch.float32, device=device)
+    token = _ACTIVE.set(state)
+    try:
+        with _attention_swapped(model):
+            with torch.no_grad():  # pass 1: fill the KV pages
+                for start, end in chunks:
+                    state.start = start
+                    base(
+                        input_ids=input_ids[:, start:end],
+                        position_ids=positions[:, start:end],
+                        use_cache=False,
+                    )
+            state.record = True
+            for start, end in reversed(chunks):  # pass 2: recompute and back-propagate
+                state.start = start
+                state.recorded.clear()
+                hidden = base(
+                    input_ids=input_ids[:, start:end],
+                    position_ids=positions[:, start:end],
+                    use_cache=False,
+                ).last_hidden_state
+                logits = model.get_output_embeddings()(hidden).float()
+                loss = (
+                    F.cross_entropy(
+                        logits.reshape(-1, logits.shape[-1]),
+                        targets[:, start:end].reshape(-1),
+                        ignore_index=-100,
+                        reduction="sum",
+                    )
+                    / num_targets
+                )
+                surrogate = loss
+                for layer, (k, v) in state.recorded.items():
+                    table = state.tables[layer]
+                    gk = paged_gather(state.pools["gk"].storage, table, start, end).to(device)
+                    gv = paged_gather(state.pools["gv"].storage, table, start, end).to(device)
+                    surrogate = (
+                        surrogate + (k * gk.transpose(1, 2)).sum() + (v * gv.transpose(1, 2)).sum()
+                    )
+                surrogate.backward()
+                total += loss.detach()
+                del hidden, logits, loss, surrogate
+                state.recorded.clear()
+    finally:
+        _ACTIVE.reset(token)
+    return ChunkRecurrentResult(loss=total, num_targets=num_targets, kv_bytes=state.bytes)
