@@ -187,16 +187,7 @@ def fit_context(
             f"impossible length: {what} alone take {base} {unit} but the target length is {target}; "
             f"ask for a longer context or fewer/shorter inserts"
         )
-    lo, hi = 0, max(16, target // 4)
-    while length(hi) <= target:
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if length(mid) <= target:
-            lo = mid
-        else:
-            hi = mid
-    best = lo
+    best = largest_fitting(length, target, max(16, target // 4))
     tail = ""
     best_len = length(best)
     if target - best_len > max(1, target // 200):
@@ -219,6 +210,42 @@ def fit_context(
     )
 
 
+def largest_fitting(f: Callable[[int], int], target: int, start: int, *, minimum: int = 0) -> int:
+    """Largest ``k >= minimum`` with ``f(k) <= target`` for a nondecreasing-ish ``f``.
+
+    Brackets the answer by doubling from ``start``, then shrinks the bracket with two
+    probes per round placed around the linear interpolation of ``f`` (a near-linear
+    ``f``, as text length in words is, converges in a handful of rounds); every probe
+    lies strictly inside the bracket, so it always terminates. ``f(minimum) <= target``
+    is assumed.
+
+    Example:
+        >>> largest_fitting(lambda k: 3 * k, 100, start=4)
+        33
+    """
+    lo, flo = minimum, f(minimum)
+    hi = max(start, minimum + 1)
+    fhi = f(hi)
+    while fhi <= target:
+        lo, flo = hi, fhi
+        hi *= 2
+        fhi = f(hi)
+    while hi - lo > 1:
+        width = hi - lo
+        guess = lo + (target - flo) * width / (fhi - flo) if fhi > flo else lo + width / 2
+        pad = max(1, width // 256)
+        probes = sorted({min(max(int(guess) + d, lo + 1), hi - 1) for d in (-pad, pad)})
+        for k in probes:
+            if not lo < k < hi:
+                continue
+            fk = f(k)
+            if fk <= target:
+                lo, flo = k, fk
+            else:
+                hi, fhi = k, fk
+    return lo
+
+
 def fit_count(
     build: Callable[[int], str],
     target: int,
@@ -239,14 +266,6 @@ def fit_count(
         raise ValueError(
             f"impossible length: {what} alone takes {base} but the target length is {target}"
         )
-    lo, hi = minimum, max(minimum + 1, minimum * 2, 8)
-    while measure(build(hi)) <= target:
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if measure(build(mid)) <= target:
-            lo = mid
-        else:
-            hi = mid
+    lo = largest_fitting(lambda k: measure(build(k)), target, max(minimum * 2, 8), minimum=minimum)
     text = build(lo)
     return lo, text, measure(text)
