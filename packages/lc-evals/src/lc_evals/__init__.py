@@ -8,7 +8,24 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from lc_evals.errors import ResultsFileError
+from lc_evals.executors import Executor, RayExecutor, SerialExecutor, ThreadExecutor
+from lc_evals.harness import as_predictor, render_prompt, run
 from lc_evals.registry import TaskSpec, available_tasks, generate, register_task, task_spec
+from lc_evals.report import format_table, plot_accuracy_vs_length, plot_niah_heatmap, summarize
+from lc_evals.results import Result, load_results, load_suite, write_suite
+from lc_evals.scorers import (
+    SCORERS,
+    contains_all,
+    contains_any,
+    exact_match,
+    extract_answer,
+    get_scorer,
+    rouge_l,
+    score,
+    token_f1,
+)
+from lc_evals.suite import make_suite
 from lc_evals.types import ChatModel, Message, TaskItem, Tokenizer
 
 try:
@@ -17,14 +34,40 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0.0.0+unknown"
 
 __all__ = [
+    "SCORERS",
     "ChatModel",
+    "Executor",
     "Message",
+    "RayExecutor",
+    "Result",
+    "ResultsFileError",
+    "SerialExecutor",
     "TaskItem",
     "TaskSpec",
+    "ThreadExecutor",
     "Tokenizer",
     "__version__",
+    "as_predictor",
     "available_tasks",
+    "contains_all",
+    "contains_any",
+    "exact_match",
+    "extract_answer",
+    "format_table",
     "generate",
+    "get_scorer",
+    "load_results",
+    "load_suite",
+    "make_suite",
+    "plot_accuracy_vs_length",
+    "plot_niah_heatmap",
     "register_task",
+    "render_prompt",
+    "rouge_l",
+    "run",
+    "score",
+    "summarize",
     "task_spec",
+    "token_f1",
+    "write_suite",
 ]

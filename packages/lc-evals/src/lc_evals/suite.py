@@ -1,0 +1,52 @@
+"""Suites: the cross product of tasks, lengths and depths, with unique item ids."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from lc_evals.registry import generate
+from lc_evals.types import TaskItem, Tokenizer
+
+
+def make_suite(
+    tasks: Sequence[str],
+    lengths: Sequence[int],
+    *,
+    n: int,
+    seed: int,
+    depths: Sequence[float] | None = None,
+    tokenizer: Tokenizer | Any | None = None,
+    **options: Any,
+) -> list[TaskItem]:
+    """Items for every (task, length[, depth]) cell, ``n`` per cell.
+
+    Ids are ``"<task>/L<length>[/d<depth>]/<index>"``; with ``depths`` the ``depth`` option
+    is set per cell (for tasks that take one, e.g. NIAH and ``kv_retrieval``). The same
+    ``seed`` is used in every cell, so a cell differs from another only in its length or
+    depth.
+
+    Example:
+        >>> suite = make_suite(["niah_single"], [500, 1000], n=1, seed=0, depths=[0.0, 1.0])
+        >>> [item.id for item in suite]
+        ['niah_single/L500/d0/0', 'niah_single/L500/d1/0', 'niah_single/L1000/d0/0', 'niah_single/L1000/d1/0']
+    """
+    if not tasks or not lengths:
+        raise ValueError("a suite needs at least one task and one length")
+    items: list[TaskItem] = []
+    for task in tasks:
+        for length in lengths:
+            for depth in depths if depths is not None else [None]:
+                opts = dict(options)
+                cell = f"{task}/L{length}"
+                if depth is not None:
+                    opts["depth"] = depth
+                    cell += f"/d{depth:g}"
+                for item in generate(
+                    task, n=n, length=length, seed=seed, tokenizer=tokenizer, **opts
+                ):
+                    items.append(
+                        dataclasses.replace(item, id=f"{cell}/{item.metadata.get('index', 0)}")
+                    )
+    return items
