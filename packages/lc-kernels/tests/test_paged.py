@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lc_kernels.paged import (
@@ -38,31 +38,54 @@ def test_layout_rejects_bad_sizes() -> None:
         PageLayout(1, 2, 0, 8)
 
 
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@settings(max_examples=15)
 @given(
     page_size=st.integers(1, 7),
     length=st.integers(1, 40),
     data=st.data(),
 )
-def test_scatter_then_gather_round_trips(page_size: int, length: int, data: st.DataObject) -> None:
+def test_scatter_then_gather_round_trips(
+    backend: str, page_size: int, length: int, data: st.DataObject
+) -> None:
     pages = -(-length // page_size)
     pool = PagePool(PageLayout(2, 3, page_size, 4), num_pages=pages + 3)
     pool.allocate(2)  # the sequence's pages are not the first ones
     table = pool.allocate(pages)
     values = torch.randn(2, 3, length, 4)
-    paged_scatter(pool.storage, table, 0, values)
+    paged_scatter(pool.storage, table, 0, values, backend=backend)
     start = data.draw(st.integers(0, length))
     end = data.draw(st.integers(start, length))
-    assert torch.equal(paged_gather(pool.storage, table, start, end), values[:, :, start:end])
-    paged_scatter(pool.storage, table, start, values[:, :, start:end], accumulate=True)
+    got = paged_gather(pool.storage, table, start, end, backend=backend)
+    assert torch.equal(got, values[:, :, start:end])
+    paged_scatter(
+        pool.storage, table, start, values[:, :, start:end], accumulate=True, backend=backend
+    )
     doubled = values.clone()
     doubled[:, :, start:end] *= 2
-    assert torch.allclose(paged_gather(pool.storage, table, 0, length), doubled)
+    assert torch.allclose(paged_gather(pool.storage, table, 0, length, backend=backend), doubled)
 
 
-def test_gather_rejects_a_short_table() -> None:
+def test_gather_and_scatter_reject_bad_tables_and_values() -> None:
     pool = PagePool(PageLayout(1, 1, 4, 2), num_pages=4)
+    table = pool.allocate(2)
     with pytest.raises(ValueError, match="need 3 pages"):
-        paged_gather(pool.storage, pool.allocate(2), 0, 9)
+        paged_gather(pool.storage, table, 0, 9)
+    with pytest.raises(IndexError, match="outside"):
+        paged_gather(pool.storage, [0, 7], 0, 8)
+    with pytest.raises(ValueError, match="values must be"):
+        paged_scatter(pool.storage, table, 0, torch.zeros(1, 2, 3, 2))
+    with pytest.raises(ValueError, match="start <= end"):
+        paged_gather(pool.storage, table, 5, 2)
+
+
+def test_triton_gather_matches_reference_on_a_strided_pool() -> None:
+    pool = PagePool(PageLayout(2, 3, 5, 48), num_pages=9)
+    pool.storage.copy_(torch.randn_like(pool.storage))
+    table = [7, 2, 5, 0]
+    for start, end in [(0, 20), (3, 17), (6, 6)]:
+        ref = paged_gather(pool.storage, table, start, end, backend="torch")
+        assert torch.equal(paged_gather(pool.storage, table, start, end, backend="triton"), ref)
 
 
 def _paged(values: torch.Tensor, page_size: int) -> tuple[PagePool, list[int]]:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from lc_kernels.paged.attention import PagedKV, paged_chunk_attention
+from lc_kernels.paged.ops import paged_gather, paged_scatter
 from lc_kernels.paged.pool import PageLayout, PagePool
-from lc_kernels.paged.reference import paged_gather, paged_scatter
 
 __all__ = [
     "PageLayout",

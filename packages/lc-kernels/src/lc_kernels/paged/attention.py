@@ -19,7 +19,8 @@ from typing import Any
 
 import torch
 
-from lc_kernels.paged.reference import paged_gather, paged_scatter
+from lc_kernels._common import acc_dtype
+from lc_kernels.paged.ops import paged_gather, paged_scatter
 
 
 @dataclass
@@ -38,7 +39,7 @@ class PagedKV:
 
     k_pages: torch.Tensor
     v_pages: torch.Tensor
-    table: Sequence[int]
+    table: Sequence[int] | torch.Tensor
     length: int
     k_grad_pages: torch.Tensor | None = None
     v_grad_pages: torch.Tensor | None = None
@@ -59,16 +60,11 @@ class PagedKV:
             )
 
 
-def _acc_dtype(x: torch.Tensor) -> torch.dtype:
-    """Accumulation dtype: fp64 stays fp64, everything else accumulates in fp32."""
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
-
-
 def _grouped(q: torch.Tensor, kv_heads: int) -> torch.Tensor:
     """``[B, T, H, D] -> [B, Hkv, G*T, D]`` in the accumulation dtype, rows ordered
     (group member, token)."""
     b, t, h, d = q.shape
-    return q.permute(0, 2, 1, 3).reshape(b, kv_heads, (h // kv_heads) * t, d).to(_acc_dtype(q))
+    return q.permute(0, 2, 1, 3).reshape(b, kv_heads, (h // kv_heads) * t, d).to(acc_dtype(q.dtype))
 
 
 def _ungrouped(x: torch.Tensor, t: int) -> torch.Tensor:
@@ -142,8 +138,20 @@ class _ChunkAttention(torch.autograd.Function):
             for start, kb, vb in past.blocks(q.device, qg.dtype):
                 dq_b, dk_b, dv_b = block_grads(qg @ kb.transpose(-1, -2) * scale, kb, vb)
                 dq += dq_b
-                paged_scatter(past.k_grad_pages, past.table, start, dk_b, accumulate=True)
-                paged_scatter(past.v_grad_pages, past.table, start, dv_b, accumulate=True)
+                paged_scatter(
+                    past.k_grad_pages,
+                    past.table,
+                    start,
+                    dk_b.to(past.k_grad_pages.device),
+                    accumulate=True,
+                )
+                paged_scatter(
+                    past.v_grad_pages,
+                    past.table,
+                    start,
+                    dv_b.to(past.v_grad_pages.device),
+                    accumulate=True,
+                )
         elif past is not None:
             for _, kb, _vb in past.blocks(q.device, qg.dtype):
                 dq += block_grads(qg @ kb.transpose(-1, -2) * scale, kb, _vb)[0]

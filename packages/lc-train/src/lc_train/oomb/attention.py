@@ -37,7 +37,7 @@ class ChunkState:
     device: torch.device
     block_tokens: int
     pools: dict[str, PagePool] = field(init=False)
-    tables: list[list[int]] = field(init=False)
+    tables: list[torch.Tensor] = field(init=False)
     start: int = 0
     record: bool = False
     recorded: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
@@ -48,7 +48,10 @@ class ChunkState:
             role: PagePool(self.layout, pages * self.num_layers, self.device)
             for role in ("k", "v", "gk", "gv")
         }
-        self.tables = [self.pools["k"].allocate(pages) for _ in range(self.num_layers)]
+        self.tables = [
+            torch.tensor(self.pools["k"].allocate(pages), device=self.device)
+            for _ in range(self.num_layers)
+        ]
         for role in ("v", "gk", "gv"):  # same page ids in every pool
             self.pools[role].allocate(pages * self.num_layers)
 
@@ -100,8 +103,11 @@ def chunk_attention_forward(
         state.recorded[layer] = (k, v)
     else:
         table = state.tables[layer]
-        paged_scatter(state.pools["k"].storage, table, state.start, key.detach())
-        paged_scatter(state.pools["v"].storage, table, state.start, value.detach())
+        for role, x in (("k", key), ("v", value)):
+            storage = state.pools[role].storage
+            paged_scatter(
+                storage, table, state.start, x.detach().to(storage.device, non_blocking=True)
+            )
     return out, None
 
 
