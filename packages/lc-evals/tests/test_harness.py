@@ -13,7 +13,9 @@ from lc_evals import ResultsFileError, run
 
 @pytest.fixture(scope="module")
 def items() -> list[lc_evals.TaskItem]:
-    return lc_evals.make_suite(["niah_single", "kv_retrieval"], [600, 1200], n=2, seed=0, depths=[0.0, 0.5, 1.0])
+    return lc_evals.make_suite(
+        ["niah_single", "kv_retrieval"], [600, 1200], n=2, seed=0, depths=[0.0, 0.5, 1.0]
+    )
 
 
 def oracle(item: lc_evals.TaskItem) -> str:
@@ -58,7 +60,9 @@ def test_interrupted_run_resumes_each_item_exactly_once(tmp_path, items, workers
         return oracle(item)
 
     results = run(counting, items, path, workers=workers)
-    assert sorted(calls) == sorted(set(i.id for i in items) - set(first))  # finished items not redone
+    assert sorted(calls) == sorted(
+        set(i.id for i in items) - set(first)
+    )  # finished items not redone
     ids = _ids(path)
     assert sorted(ids) == sorted(i.id for i in items)  # each item exactly once
     assert [r.id for r in results] == [i.id for i in items]
@@ -88,7 +92,9 @@ def test_results_carry_scores_metadata_and_latency(tmp_path, items) -> None:
     assert all(r.scorer == "exact_match" and r.score == 1.0 for r in results)
     assert results[0].metadata["target_length"] == 600
     assert all(r.latency_s >= 0 for r in results)
-    assert lc_evals.load_results(tmp_path / "r.jsonl") == sorted(results, key=lambda r: _ids(tmp_path / "r.jsonl").index(r.id))
+    assert lc_evals.load_results(tmp_path / "r.jsonl") == sorted(
+        results, key=lambda r: _ids(tmp_path / "r.jsonl").index(r.id)
+    )
 
 
 def test_corrupt_line_is_reported_with_its_number(tmp_path, items) -> None:
@@ -142,7 +148,11 @@ def test_summary_table_and_plots(tmp_path, items) -> None:
 
     results = run(half, items)
     rows = lc_evals.summarize(results, by=("task", "depth"))
-    assert [(r["depth"], r["score"]) for r in rows if r["task"] == "niah_single"] == [(0.0, 1.0), (0.5, 1.0), (1.0, 0.0)]
+    assert [(r["depth"], r["score"]) for r in rows if r["task"] == "niah_single"] == [
+        (0.0, 1.0),
+        (0.5, 1.0),
+        (1.0, 0.0),
+    ]
     table = lc_evals.format_table(rows)
     assert "| task | depth | n | score |" in table
     assert "| niah_single | 1.0 | 4 | 0.0 |" in table
@@ -152,7 +162,10 @@ def test_summary_table_and_plots(tmp_path, items) -> None:
     assert lengths == [600, 1200]
     assert depths == [0.0, 0.5, 1.0]
     assert grid == [[1.0, 1.0], [1.0, 1.0], [0.0, 0.0]]
-    for fn, name in [(lc_evals.plot_niah_heatmap, "h.png"), (lc_evals.plot_accuracy_vs_length, "a.png")]:
+    for fn, name in [
+        (lc_evals.plot_niah_heatmap, "h.png"),
+        (lc_evals.plot_accuracy_vs_length, "a.png"),
+    ]:
         out = fn(results, tmp_path / name)
         assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="no results with a depth"):

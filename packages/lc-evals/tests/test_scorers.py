@@ -7,7 +7,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import lc_evals
-from lc_evals.scorers import contains_all, contains_any, exact_match, extract_answer, normalize, rouge_l, token_f1
+from lc_evals.scorers import (
+    contains_all,
+    contains_any,
+    exact_match,
+    extract_answer,
+    normalize,
+    rouge_l,
+    token_f1,
+)
 
 
 def test_exact_match_normalizes_and_extracts() -> None:
@@ -45,7 +53,9 @@ def test_token_f1_and_rouge_l_hand_values() -> None:
     assert rouge_l("", ["x"]) == 0.0
 
 
-words = st.lists(st.sampled_from(["alpha", "beta", "gamma", "delta", "7", "x"]), min_size=1, max_size=8).map(" ".join)
+words = st.lists(
+    st.sampled_from(["alpha", "beta", "gamma", "delta", "7", "x"]), min_size=1, max_size=8
+).map(" ".join)
 
 
 @given(pred=words, ref=words)
@@ -84,5 +94,16 @@ def test_docstring_examples() -> None:
     from lc_evals import executors, harness, length, registry, report, scorers, suite
     from lc_evals.tasks import chunking, niah, ruler
 
-    for module in (executors, harness, length, registry, report, scorers, suite, chunking, niah, ruler):
+    for module in (
+        executors,
+        harness,
+        length,
+        registry,
+        report,
+        scorers,
+        suite,
+        chunking,
+        niah,
+        ruler,
+    ):
         assert doctest.testmod(module).failed == 0, module.__name__
