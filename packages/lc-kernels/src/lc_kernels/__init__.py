@@ -3,7 +3,14 @@
 Every op lives in its own sub-package with ``reference.py`` (plain PyTorch, the test
 oracle and the CPU path) and ``triton.py`` (the GPU kernels). Public functions take
 ``backend="auto" | "triton" | "torch"``; ``auto`` means Triton on CUDA tensors and the
-reference elsewhere. Attention tensors use the layout ``[batch, seq, heads, head_dim]``."""
+reference elsewhere. Attention tensors use the layout ``[batch, seq, heads, head_dim]``.
+
+Ops: [selected_attention][lc_kernels.selected_attention.selected_attention] (the
+selection branch of Native Sparse Attention, in the NSA and FSA loop orders),
+``compressed_attention`` with ``select_blocks`` (the compression branch and top-k block
+selection) and ``sliding_window_attention``. Importing
+``lc_kernels`` imports torch but not triton (the kernels load on first use).
+"""
 
 from __future__ import annotations
 
@@ -14,4 +21,16 @@ try:
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0+unknown"
 
-__all__ = ["__version__"]
+# The functions shadow the sub-packages of the same name on purpose: the op is the API.
+from lc_kernels.selected_attention import (
+    dense_causal_attention_reference,
+    selected_attention,
+    selected_attention_reference,
+)
+
+__all__ = [
+    "__version__",
+    "dense_causal_attention_reference",
+    "selected_attention",
+    "selected_attention_reference",
+]

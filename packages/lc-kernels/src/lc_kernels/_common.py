@@ -1,0 +1,133 @@
+"""Input checks and small helpers shared by every op of lc-kernels."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Literal
+
+import torch
+
+Backend = Literal["auto", "triton", "torch"]
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def triton_available() -> bool:
+    """Whether ``triton`` can be imported in this process."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def interpreter_on() -> bool:
+    """Whether Triton's CPU interpreter was requested (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def resolve_backend(backend: str, device: torch.device, dtype: torch.dtype) -> str:
+    """Map ``backend`` to ``"triton"`` or ``"torch"``.
+
+    ``auto`` picks Triton for CUDA tensors of a dtype the kernels support and the
+    reference everywhere else. ``triton`` on CPU tensors needs Triton's interpreter.
+    """
+    if backend not in ("auto", "triton", "torch"):
+        raise ValueError(f"backend={backend!r} is not one of 'auto', 'triton', 'torch'")
+    if backend == "torch":
+        return "torch"
+    if backend == "auto":
+        ok = device.type == "cuda" and dtype in TRITON_DTYPES and triton_available()
+        return "triton" if ok else "torch"
+    if not triton_available():
+        raise RuntimeError("backend='triton' needs the 'triton' package, which is not installed")
+    if device.type != "cuda" and not interpreter_on():
+        raise ValueError(
+            f"backend='triton' needs CUDA tensors (got device {device}); on CPU set "
+            "TRITON_INTERPRET=1 before importing triton, or use backend='torch'"
+        )
+    if dtype not in TRITON_DTYPES:
+        raise TypeError(f"backend='triton' supports float16, bfloat16 and float32, got {dtype}")
+    return "triton"
+
+
+def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int]:
+    """Check ``q [B, T, HQ, D]``, ``k, v [B, T, HKV, D]``; return ``(B, T, HQ, HKV, D)``."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        if x.dim() != 4:
+            raise ValueError(
+                f"{name} must have shape [batch, seq, heads, head_dim], got {tuple(x.shape)}"
+            )
+        if x.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"{name} has dtype {x.dtype}; allowed: {FLOAT_DTYPES}")
+        if not x.is_contiguous():
+            raise ValueError(f"{name} must be contiguous (call .contiguous() first)")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k, v must share a device, got {q.device}, {k.device}, {v.device}")
+    if k.shape != v.shape:
+        raise ValueError(
+            f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}"
+        )
+    b, t, hq, d = q.shape
+    if k.shape[0] != b or k.shape[1] != t or k.shape[3] != d:
+        raise ValueError(
+            f"q {tuple(q.shape)} and k {tuple(k.shape)} must agree on batch, seq and head_dim"
+        )
+    hkv = k.shape[2]
+    if hkv == 0 or hq % hkv != 0:
+        raise ValueError(
+            f"mismatched heads: {hq} query heads is not a multiple of {hkv} key/value heads"
+        )
+    return b, t, hq, hkv, d
+
+
+def check_cu_seqlens(
+    cu_seqlens: torch.Tensor | None, batch: int, seq: int, device: torch.device
+) -> torch.Tensor:
+    """Validate packed-sequence offsets; return them as int64 (``[0, T]`` when ``None``).
+
+    With ``cu_seqlens`` the batch dimension must be 1 and the offsets ``[N + 1]`` must
+    start at 0, never decrease and end at ``T``.
+    """
+    if cu_seqlens is None:
+        return torch.arange(batch + 1, device=device, dtype=torch.int64) * seq
+    if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
+        raise ValueError("cu_seqlens must be a 1-D tensor of N + 1 sequence offsets")
+    if cu_seqlens.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"cu_seqlens must be int32 or int64, got {cu_seqlens.dtype}")
+    if cu_seqlens.device != device:
+        raise ValueError(f"cu_seqlens is on {cu_seqlens.device}, the inputs on {device}")
+    if batch != 1:
+        raise ValueError(f"with cu_seqlens the batch dimension must be 1, got {batch}")
+    cu = cu_seqlens.to(torch.int64)
+    if int(cu[0]) != 0 or int(cu[-1]) != seq or bool((cu[1:] < cu[:-1]).any()):
+        raise ValueError(
+            f"cu_seqlens must start at 0, never decrease and end at seq={seq}; got {cu.tolist()}"
+        )
+    return cu
+
+
+def default_scale(scale: float | None, head_dim: int) -> float:
+    """``1 / sqrt(head_dim)`` unless ``scale`` is given."""
+    if scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale must be a positive finite float, got {scale}")
+    return float(scale)
+
+
+def token_positions(cu: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For packed tokens ``0..total-1``: (sequence id, position inside its sequence)."""
+    idx = torch.arange(total, device=cu.device)
+    seq_id = torch.searchsorted(cu[1:], idx, right=True)
+    return seq_id, idx - cu[seq_id]
+
+
+def acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """fp32 accumulation for half types, fp64 kept as fp64."""
+    return torch.float64 if dtype == torch.float64 else torch.float32

@@ -1,0 +1,654 @@
+"""Triton kernels of selected attention in two loop orders, and their launchers.
+
+All launchers take packed tensors: ``q [N, HQ, D]``, ``k, v [N, H_kv, D]`` where ``N``
+is the total number of tokens of all sequences, and ``idx [N, H_kv, S]`` int32 block
+ids counted from each token's sequence start, deduplicated, ``-1`` = unused.
+
+NSA order (``nsa_*``): one program per (token, KV head). The G query heads of the group
+are the M dimension of ``tl.dot`` (padded to at least 16); the program walks the
+token's selected blocks with an online softmax. Its backward adds dK/dV with atomics.
+
+FSA order (``fsa_*``): one program per (KV block, KV head). It loads the block once and
+walks the (token, slot) pairs that selected it, listed by a block -> token index built
+on the device; rows of the M dimension are (token, query head) pairs, so nothing is
+padded. The forward writes one normalised partial output and its log-sum-exp per
+(token, slot, head); a reduce kernel merges them. The backward owns dK/dV of its block
+(no atomics) and writes partial dQ per (token, slot), summed afterwards.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from lc_kernels._common import interpreter_on
+
+
+def _prec(dtype: torch.dtype) -> str:
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def _pow2(x: int, lo: int = 16) -> int:
+    return max(lo, triton.next_power_of_2(x))
+
+
+# ----------------------------------------------------------------------------- NSA order
+
+
+@triton.jit
+def _nsa_fwd_kernel(
+    Q,
+    K,
+    V,
+    IDX,
+    TOK_BOS,
+    Out,
+    LSE,
+    scale,
+    S,
+    stride_qn,
+    stride_qh,
+    stride_kn,
+    stride_kh,
+    stride_in,
+    stride_ih,
+    G: tl.constexpr,
+    GP: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BS: tl.constexpr,
+    PREC: tl.constexpr,
+):
+    t = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1)
+    bos = tl.load(TOK_BOS + t).to(tl.int64)
+    pos = t - bos
+    offs_g = tl.arange(0, GP)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_k = tl.arange(0, BS)
+    gmask = offs_g < G
+    dmask = offs_d < D
+    hq = h * G + offs_g
+    q = tl.load(
+        Q + t * stride_qn + hq[:, None] * stride_qh + offs_d[None, :],
+        mask=gmask[:, None] & dmask[None, :],
+        other=0.0,
+    )
+    m_i = tl.full([GP], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([GP], dtype=tl.float32)
+    acc = tl.zeros([GP, BLOCK_D], dtype=tl.float32)
+    for s in range(S):
+        j = tl.load(IDX + t * stride_in + h * stride_ih + s)
+        if j >= 0:
+            kpos = j * BS + offs_k
+            kmask = kpos <= pos
+            krow = bos + kpos
+            kv_off = krow[:, None] * stride_kn + h * stride_kh + offs_d[None, :]
+            kvm = kmask[:, None] & dmask[None, :]
+            k = tl.load(K + kv_off, mask=kvm, other=0.0)
+            v = tl.load(V + kv_off, mask=kvm, other=0.0)
+            sc = tl.dot(q, tl.trans(k), input_precision=PREC) * scale
+            sc = tl.where(kmask[None, :], sc, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(sc, 1))
+            alpha = tl.exp(m_i - m_new)
+            p = tl.exp(sc - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PREC)
+            m_i = m_new
+    has = l_i > 0
+    out = acc / tl.where(has, l_i, 1.0)[:, None]
+    lse = tl.where(has, m_i + tl.log(tl.where(has, l_i, 1.0)), float("-inf"))
+    o_off = t * stride_qn + hq[:, None] * stride_qh + offs_d[None, :]
+    tl.store(Out + o_off, out.to(Out.dtype.element_ty), mask=gmask[:, None] & dmask[None, :])
+    tl.store(LSE + t * (stride_qn // D) + hq, lse, mask=gmask)
+
+
+@triton.jit
+def _nsa_bwd_kernel(
+    Q,
+    K,
+    V,
+    IDX,
+    TOK_BOS,
+    DO,
+    LSE,
+    DELTA,
+    DQ,
+    DK,
+    DV,
+    scale,
+    S,
+    stride_qn,
+    stride_qh,
+    stride_kn,
+    stride_kh,
+    stride_in,
+    stride_ih,
+    G: tl.constexpr,
+    GP: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BS: tl.constexpr,
+    PREC: tl.constexpr,
+):
+    t = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1)
+    bos = tl.load(TOK_BOS + t).to(tl.int64)
+    pos = t - bos
+    offs_g = tl.arange(0, GP)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_k = tl.arange(0, BS)
+    gmask = offs_g < G
+    dmask = offs_d < D
+    hq = h * G + offs_g
+    qm = gmask[:, None] & dmask[None, :]
+    q_off = t * stride_qn + hq[:, None] * stride_qh + offs_d[None, :]
+    q = tl.load(Q + q_off, mask=qm, other=0.0)
+    do = tl.load(DO + q_off, mask=qm, other=0.0)
+    lse = tl.load(LSE + t * (stride_qn // D) + hq, mask=gmask, other=0.0)
+    delta = tl.load(DELTA + t * (stride_qn // D) + hq, mask=gmask, other=0.0)
+    dq = tl.zeros([GP, BLOCK_D], dtype=tl.float32)
+    for s in range(S):
+        j = tl.load(IDX + t * stride_in + h * stride_ih + s)
+        if j >= 0:
+            kpos = j * BS + offs_k
+            kmask = kpos <= pos
+            krow = bos + kpos
+            kv_off = krow[:, None] * stride_kn + h * stride_kh + offs_d[None, :]
+            kvm = kmask[:, None] & dmask[None, :]
+            k = tl.load(K + kv_off, mask=kvm, other=0.0)
+            v = tl.load(V + kv_off, mask=kvm, other=0.0)
+            sc = tl.dot(q, tl.trans(k), input_precision=PREC) * scale
+            p = tl.exp(sc - lse[:, None])
+            p = tl.where(gmask[:, None] & kmask[None, :], p, 0.0)
+            dv = tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PREC)
+            dp = tl.dot(do, tl.trans(v), input_precision=PREC)
+            ds = p * (dp - delta[:, None])
+            dk = tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=PREC) * scale
+            dq += tl.dot(ds.to(k.dtype), k, input_precision=PREC) * scale
+            tl.atomic_add(DK + kv_off, dk, mask=kvm)
+            tl.atomic_add(DV + kv_off, dv, mask=kvm)
+    tl.store(DQ + q_off, dq.to(DQ.dtype.element_ty), mask=qm)
+
+
+# ----------------------------------------------------------------------------- FSA order
+
+
+@triton.jit
+def _fsa_fwd_kernel(
+    Q,
+    K,
+    V,
+    TOK,
+    SLOT,
+    OFF,
+    BLK_BOS,
+    BLK_J,
+    BLK_LEN,
+    OP,
+    LP,
+    scale,
+    NGB,
+    stride_qn,
+    stride_qh,
+    stride_kn,
+    stride_kh,
+    stride_on,
+    stride_os,
+    stride_oh,
+    stride_ln,
+    stride_ls,
+    G: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    EPI: tl.constexpr,
+    PREC: tl.constexpr,
+):
+    gb = tl.program_id(0)
+    h = tl.program_id(1)
+    start = tl.load(OFF + h * NGB + gb)
+    end = tl.load(OFF + h * NGB + gb + 1)
+    if end > start:
+        bos = tl.load(BLK_BOS + gb).to(tl.int64)
+        j = tl.load(BLK_J + gb)
+        seqlen = tl.load(BLK_LEN + gb)
+        offs_k = tl.arange(0, BS)
+        offs_d = tl.arange(0, BLOCK_D)
+        dmask = offs_d < D
+        kpos = j * BS + offs_k
+        kmask = kpos < seqlen
+        kv_off = (bos + kpos)[:, None] * stride_kn + h * stride_kh + offs_d[None, :]
+        kvm = kmask[:, None] & dmask[None, :]
+        k = tl.load(K + kv_off, mask=kvm, other=0.0)
+        v = tl.load(V + kv_off, mask=kvm, other=0.0)
+        offs_m = tl.arange(0, BLOCK_M)
+        e_in = offs_m // G
+        hq = h * G + offs_m % G
+        row_ok = offs_m < EPI * G
+        for e0 in range(start, end, EPI):
+            e = e0 + e_in
+            rmask = row_ok & (e < end)
+            t = tl.load(TOK + e, mask=rmask, other=0).to(tl.int64)
+            s = tl.load(SLOT + e, mask=rmask, other=0).to(tl.int64)
+            qm = rmask[:, None] & dmask[None, :]
+            q = tl.load(
+                Q + t[:, None] * stride_qn + hq[:, None] * stride_qh + offs_d[None, :],
+                mask=qm,
+                other=0.0,
+            )
+            sc = tl.dot(q, tl.trans(k), input_precision=PREC) * scale
+            allowed = rmask[:, None] & (kpos[None, :] <= (t - bos)[:, None])
+            sc = tl.where(allowed, sc, float("-inf"))
+            m = tl.where(rmask, tl.max(sc, 1), 0.0)
+            p = tl.exp(sc - m[:, None])
+            den = tl.where(rmask, tl.sum(p, 1), 1.0)
+            o = tl.dot(p.to(v.dtype), v, input_precision=PREC) / den[:, None]
+            o_off = (
+                t[:, None] * stride_on
+                + s[:, None] * stride_os
+                + hq[:, None] * stride_oh
+                + offs_d[None, :]
+            )
+            tl.store(OP + o_off, o.to(OP.dtype.element_ty), mask=qm)
+            tl.store(LP + t * stride_ln + s * stride_ls + hq, m + tl.log(den), mask=rmask)
+
+
+@triton.jit
+def _fsa_reduce_kernel(
+    OP,
+    LP,
+    IDX,
+    Out,
+    LSE,
+    S,
+    HQ,
+    stride_on,
+    stride_os,
+    stride_oh,
+    stride_ln,
+    stride_ls,
+    stride_in,
+    stride_ih,
+    stride_qn,
+    stride_qh,
+    G: tl.constexpr,
+    GP: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+):
+    t = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1)
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_g = tl.arange(0, GP)
+    offs_d = tl.arange(0, BLOCK_D)
+    hq = h * G + offs_g
+    gmask = offs_g < G
+    dmask = offs_d < D
+    idx = tl.load(IDX + t * stride_in + h * stride_ih + offs_s, mask=offs_s < S, other=-1)
+    valid = (idx >= 0)[:, None] & gmask[None, :]  # [S, G]
+    lse_s = tl.load(
+        LP + t * stride_ln + offs_s[:, None] * stride_ls + hq[None, :],
+        mask=valid,
+        other=float("-inf"),
+    )
+    mx = tl.max(lse_s, 0)
+    mx = tl.where(mx == float("-inf"), 0.0, mx)
+    w = tl.where(valid, tl.exp(lse_s - mx[None, :]), 0.0)
+    den = tl.sum(w, 0)
+    o_off = t * stride_on + offs_s[:, None, None] * stride_os + hq[None, :, None] * stride_oh
+    o_s = tl.load(
+        OP + o_off + offs_d[None, None, :], mask=valid[:, :, None] & dmask[None, None, :], other=0.0
+    ).to(tl.float32)
+    has = den > 0
+    o = tl.sum(w[:, :, None] * o_s, 0) / tl.where(has, den, 1.0)[:, None]
+    lse = tl.where(has, mx + tl.log(tl.where(has, den, 1.0)), float("-inf"))
+    q_off = t * stride_qn + hq[:, None] * stride_qh + offs_d[None, :]
+    tl.store(Out + q_off, o.to(Out.dtype.element_ty), mask=gmask[:, None] & dmask[None, :])
+    tl.store(LSE + t * HQ + hq, lse, mask=gmask)
+
+
+@triton.jit
+def _fsa_bwd_kernel(
+    Q,
+    K,
+    V,
+    DO,
+    LSE,
+    DELTA,
+    TOK,
+    SLOT,
+    OFF,
+    BLK_BOS,
+    BLK_J,
+    BLK_LEN,
+    DQP,
+    DK,
+    DV,
+    scale,
+    NGB,
+    stride_qn,
+    stride_qh,
+    stride_kn,
+    stride_kh,
+    stride_dn,
+    stride_ds,
+    stride_dh,
+    G: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    EPI: tl.constexpr,
+    PREC: tl.constexpr,
+):
+    gb = tl.program_id(0)
+    h = tl.program_id(1)
+    start = tl.load(OFF + h * NGB + gb)
+    end = tl.load(OFF + h * NGB + gb + 1)
+    if end > start:
+        bos = tl.load(BLK_BOS + gb).to(tl.int64)
+        j = tl.load(BLK_J + gb)
+        seqlen = tl.load(BLK_LEN + gb)
+        offs_k = tl.arange(0, BS)
+        offs_d = tl.arange(0, BLOCK_D)
+        dmask = offs_d < D
+        kpos = j * BS + offs_k
+        kmask = kpos < seqlen
+        kv_off = (bos + kpos)[:, None] * stride_kn + h * stride_kh + offs_d[None, :]
+        kvm = kmask[:, None] & dmask[None, :]
+        k = tl.load(K + kv_off, mask=kvm, other=0.0)
+        v = tl.load(V + kv_off, mask=kvm, other=0.0)
+        dk = tl.zeros([BS, BLOCK_D], dtype=tl.float32)
+        dv = tl.zeros([BS, BLOCK_D], dtype=tl.float32)
+        offs_m = tl.arange(0, BLOCK_M)
+        e_in = offs_m // G
+        hq = h * G + offs_m % G
+        row_ok = offs_m < EPI * G
+        hstride = stride_qn // D
+        for e0 in range(start, end, EPI):
+            e = e0 + e_in
+            rmask = row_ok & (e < end)
+            t = tl.load(TOK + e, mask=rmask, other=0).to(tl.int64)
+            s = tl.load(SLOT + e, mask=rmask, other=0).to(tl.int64)
+            qm = rmask[:, None] & dmask[None, :]
+            q_off = t[:, None] * stride_qn + hq[:, None] * stride_qh + offs_d[None, :]
+            q = tl.load(Q + q_off, mask=qm, other=0.0)
+            do = tl.load(DO + q_off, mask=qm, other=0.0)
+            lse = tl.load(LSE + t * hstride + hq, mask=rmask, other=0.0)
+            delta = tl.load(DELTA + t * hstride + hq, mask=rmask, other=0.0)
+            sc = tl.dot(q, tl.trans(k), input_precision=PREC) * scale
+            allowed = rmask[:, None] & (kpos[None, :] <= (t - bos)[:, None])
+            p = tl.where(allowed, tl.exp(sc - lse[:, None]), 0.0)
+            dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PREC)
+            dp = tl.dot(do, tl.trans(v), input_precision=PREC)
+            ds = p * (dp - delta[:, None])
+            dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=PREC)
+            dqp = tl.dot(ds.to(k.dtype), k, input_precision=PREC) * scale
+            d_off = (
+                t[:, None] * stride_dn
+                + s[:, None] * stride_ds
+                + hq[:, None] * stride_dh
+                + offs_d[None, :]
+            )
+            tl.store(DQP + d_off, dqp.to(DQP.dtype.element_ty), mask=qm)
+        tl.store(DK + kv_off, (dk * scale).to(DK.dtype.element_ty), mask=kvm)
+        tl.store(DV + kv_off, dv.to(DV.dtype.element_ty), mask=kvm)
+
+
+# ----------------------------------------------------------------------------- launchers
+
+
+def _warps(default: int) -> int:
+    return 1 if interpreter_on() else default
+
+
+def nsa_forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    idx: torch.Tensor,
+    tok_bos: torch.Tensor,
+    block_size: int,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """NSA-order forward on packed tensors; returns ``o [N, HQ, D]`` and ``lse [N, HQ]`` (fp32)."""
+    n, hq, d = q.shape
+    hkv = k.shape[1]
+    g = hq // hkv
+    o = torch.empty_like(q)
+    lse = torch.empty(n, hq, device=q.device, dtype=torch.float32)
+    if n == 0:
+        return o, lse
+    _nsa_fwd_kernel[(n, hkv)](
+        q,
+        k,
+        v,
+        idx,
+        tok_bos,
+        o,
+        lse,
+        scale,
+        idx.shape[2],
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        idx.stride(0),
+        idx.stride(1),
+        G=g,
+        GP=_pow2(g),
+        D=d,
+        BLOCK_D=_pow2(d),
+        BS=block_size,
+        PREC=_prec(q.dtype),
+        num_warps=_warps(4),
+    )
+    return o, lse
+
+
+def nsa_backward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    idx: torch.Tensor,
+    tok_bos: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    do: torch.Tensor,
+    block_size: int,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """NSA-order backward; dK/dV accumulate through fp32 atomics."""
+    n, hq, d = q.shape
+    hkv = k.shape[1]
+    g = hq // hkv
+    delta = (do.float() * o.float()).sum(-1)
+    dq = torch.empty_like(q)
+    dk = torch.zeros(k.shape, device=k.device, dtype=torch.float32)
+    dv = torch.zeros(v.shape, device=v.device, dtype=torch.float32)
+    if n > 0:
+        _nsa_bwd_kernel[(n, hkv)](
+            q,
+            k,
+            v,
+            idx,
+            tok_bos,
+            do,
+            lse,
+            delta,
+            dq,
+            dk,
+            dv,
+            scale,
+            idx.shape[2],
+            q.stride(0),
+            q.stride(1),
+            k.stride(0),
+            k.stride(1),
+            idx.stride(0),
+            idx.stride(1),
+            G=g,
+            GP=_pow2(g),
+            D=d,
+            BLOCK_D=_pow2(d),
+            BS=block_size,
+            PREC=_prec(q.dtype),
+            num_warps=_warps(4),
+        )
+    return dq, dk.to(k.dtype), dv.to(v.dtype)
+
+
+def _fsa_block(g: int) -> tuple[int, int]:
+    """Rows per step of the FSA kernels (a power of two >= G) and entries per step."""
+    block_m = max(_pow2(g), 32 if interpreter_on() else 64)
+    return block_m, block_m // g
+
+
+def fsa_forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    idx: torch.Tensor,
+    plan: dict[str, torch.Tensor],
+    block_size: int,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """FSA-order forward (main kernel + reduce kernel); returns ``o`` and fp32 ``lse``."""
+    n, hq, d = q.shape
+    hkv = k.shape[1]
+    s_max = idx.shape[2]
+    g = hq // hkv
+    ngb = plan["blk_bos"].numel()
+    part_dtype = torch.float32 if q.dtype == torch.float32 else q.dtype
+    op = torch.empty(n, s_max, hq, d, device=q.device, dtype=part_dtype)
+    lp = torch.empty(n, s_max, hq, device=q.device, dtype=torch.float32)
+    o = torch.empty_like(q)
+    lse = torch.empty(n, hq, device=q.device, dtype=torch.float32)
+    if n == 0:
+        return o, lse
+    block_m, epi = _fsa_block(g)
+    if ngb > 0:
+        _fsa_fwd_kernel[(ngb, hkv)](
+            q,
+            k,
+            v,
+            plan["tok"],
+            plan["slot"],
+            plan["off"],
+            plan["blk_bos"],
+            plan["blk_j"],
+            plan["blk_len"],
+            op,
+            lp,
+            scale,
+            ngb,
+            q.stride(0),
+            q.stride(1),
+            k.stride(0),
+            k.stride(1),
+            op.stride(0),
+            op.stride(1),
+            op.stride(2),
+            lp.stride(0),
+            lp.stride(1),
+            G=g,
+            D=d,
+            BLOCK_D=_pow2(d),
+            BS=block_size,
+            BLOCK_M=block_m,
+            EPI=epi,
+            PREC=_prec(q.dtype),
+            num_warps=_warps(4),
+        )
+    _fsa_reduce_kernel[(n, hkv)](
+        op,
+        lp,
+        idx,
+        o,
+        lse,
+        s_max,
+        hq,
+        op.stride(0),
+        op.stride(1),
+        op.stride(2),
+        lp.stride(0),
+        lp.stride(1),
+        idx.stride(0),
+        idx.stride(1),
+        q.stride(0),
+        q.stride(1),
+        G=g,
+        GP=_pow2(g, 1),
+        D=d,
+        BLOCK_D=_pow2(d),
+        BLOCK_S=_pow2(s_max, 1),
+        num_warps=_warps(4),
+    )
+    return o, lse
+
+
+def fsa_backward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    idx: torch.Tensor,
+    plan: dict[str, torch.Tensor],
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    do: torch.Tensor,
+    block_size: int,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """FSA-order backward: per-block dK/dV without atomics, partial dQ summed per token."""
+    n, hq, d = q.shape
+    hkv = k.shape[1]
+    s_max = idx.shape[2]
+    g = hq // hkv
+    ngb = plan["blk_bos"].numel()
+    delta = (do.float() * o.float()).sum(-1)
+    dqp = torch.empty(n, s_max, hq, d, device=q.device, dtype=torch.float32)
+    dk = torch.zeros_like(k)
+    dv = torch.zeros_like(v)
+    block_m, epi = _fsa_block(g)
+    if n > 0 and ngb > 0:
+        _fsa_bwd_kernel[(ngb, hkv)](
+            q,
+            k,
+            v,
+            do,
+            lse,
+            delta,
+            plan["tok"],
+            plan["slot"],
+            plan["off"],
+            plan["blk_bos"],
+            plan["blk_j"],
+            plan["blk_len"],
+            dqp,
+            dk,
+            dv,
+            scale,
+            ngb,
+            q.stride(0),
+            q.stride(1),
+            k.stride(0),
+            k.stride(1),
+            dqp.stride(0),
+            dqp.stride(1),
+            dqp.stride(2),
+            G=g,
+            D=d,
+            BLOCK_D=_pow2(d),
+            BS=block_size,
+            BLOCK_M=block_m,
+            EPI=epi,
+            PREC=_prec(q.dtype),
+            num_warps=_warps(4),
+        )
+    valid = (idx >= 0).repeat_interleave(g, dim=1).transpose(1, 2)  # [N, S, HQ]
+    dq = torch.where(valid[..., None], dqp, 0.0).sum(1)
+    return dq.to(q.dtype), dk, dv
