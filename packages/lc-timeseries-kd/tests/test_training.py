@@ -1,0 +1,191 @@
+"""Training loops, determinism, the estimator, the grid runner and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from lc_timeseries_kd.cli import app
+from lc_timeseries_kd.config import GDPDConfig, TrainConfig
+from lc_timeseries_kd.data import prefix_view
+from lc_timeseries_kd.estimator import PartialSeriesClassifier
+from lc_timeseries_kd.experiment import aggregate, load_results, results_table, run_grid
+from lc_timeseries_kd.metrics import accuracy
+from lc_timeseries_kd.training import predict_proba, train_student, train_teacher
+
+TINY = TrainConfig(
+    arch="fcn",
+    widths=(8, 16, 8),
+    epochs=8,
+    warmup_epochs=3,
+    batch_size=8,
+    lr=3e-3,
+    gdpd=GDPDConfig(hidden=32),
+)
+
+
+def _student(method: str, toy, seed: int = 0):
+    x, y = toy
+    teacher = train_teacher(x, y, x, y, TINY, seed=0).model
+    xp = prefix_view(x, 0.5)
+    return train_student(method, xp, x, y, xp, y, teacher, TINY, seed=seed)
+
+
+def test_teacher_learns_the_toy_task(toy) -> None:
+    x, y = toy
+    res = train_teacher(x, y, x, y, TINY, seed=0)
+    assert accuracy(y, predict_proba(res.model, x)) >= 0.9
+    assert len(res.val_loss) == TINY.epochs and 1 <= res.best_epoch <= TINY.epochs
+
+
+@pytest.mark.parametrize("method", ["none", "logit", "fitnet", "gdpd"])
+def test_every_method_trains_a_student_that_runs_alone(toy, method: str) -> None:
+    res = _student(method, toy)
+    x, y = toy
+    proba = predict_proba(res.model, prefix_view(x, 0.5))
+    assert proba.shape == (len(y), 2)
+    assert np.isfinite(res.train_loss).all()
+    if method in ("fitnet", "gdpd"):  # selection starts after the warm-up
+        assert res.best_epoch > TINY.warmup_epochs
+    assert accuracy(y, proba) >= 0.75
+
+
+@pytest.mark.parametrize("method", ["none", "gdpd"])
+def test_training_is_deterministic_with_a_seed(toy, method: str) -> None:
+    a, b = _student(method, toy, seed=5), _student(method, toy, seed=5)
+    for (ka, va), (kb, vb) in zip(a.model.state_dict().items(), b.model.state_dict().items()):
+        assert ka == kb and torch.equal(va, vb)
+    assert a.train_loss == b.train_loss
+    c = _student(method, toy, seed=6)
+    assert c.train_loss != a.train_loss
+
+
+def test_training_leaves_global_rng_alone(toy) -> None:
+    torch.manual_seed(123)
+    expected = torch.rand(1)
+    torch.manual_seed(123)
+    _student("gdpd", toy)
+    assert torch.equal(torch.rand(1), expected)
+
+
+def test_student_refuses_bad_input(toy) -> None:
+    x, y = toy
+    with pytest.raises(ValueError, match="method"):
+        train_student("distill", x, x, y, x, y, None, TINY, 0)
+    with pytest.raises(ValueError, match="teacher"):
+        train_student("logit", x, x, y, x, y, None, TINY, 0)
+    bad = x.copy()
+    bad[0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="missing"):
+        train_student("none", bad, x, y, x, y, None, TINY, 0)
+
+
+def test_train_config_validates() -> None:
+    with pytest.raises(ValueError, match="warmup_epochs"):
+        TrainConfig(epochs=5, warmup_epochs=5)
+    with pytest.raises(ValueError, match="arch"):
+        TrainConfig(arch="resnet")
+
+
+def test_estimator_fit_predict_on_partial_series(toy) -> None:
+    x, y = toy
+    labels = np.where(y == 1, "up", "flat")
+    clf = PartialSeriesClassifier(
+        earliness=0.5,
+        method="gdpd",
+        epochs=8,
+        warmup_epochs=3,
+        lr=3e-3,
+        batch_size=8,
+        length=32,
+        widths=(8, 16, 8),
+    ).fit(x, labels)
+    partial = [s[:, :16] for s in x]  # observed halves, as a list
+    proba = clf.predict_proba(partial)
+    assert proba.shape == (24, 2) and np.allclose(proba.sum(1), 1.0, atol=1e-5)
+    assert set(clf.predict(partial)) <= {"flat", "up"}
+    assert clf.score(partial, labels) >= 0.75
+    assert list(clf.classes_) == ["flat", "up"]
+
+
+def test_estimator_refuses_bad_settings(toy) -> None:
+    x, y = toy
+    with pytest.raises(ValueError, match="earliness"):
+        PartialSeriesClassifier(earliness=1.5).fit(x, y)
+    with pytest.raises(ValueError, match="method"):
+        PartialSeriesClassifier(method="magic").fit(x, y)
+    with pytest.raises(RuntimeError, match="fit"):
+        PartialSeriesClassifier().predict(x)
+
+
+def test_grid_is_resumable_and_tabulated(tmp_path, monkeypatch) -> None:
+    cfg = TrainConfig(arch="fcn", widths=(4, 8, 4), length=24, epochs=2, warmup_epochs=1)
+    res = run_grid(["ItalyPowerDemand"], [0.5], [0], ["none", "gdpd"], cfg, tmp_path, False)
+    cell = tmp_path / "cells" / "ItalyPowerDemand_e0.5_s0.json"
+    assert cell.is_file() and len(res) == 1
+    assert set(res[0]["methods"]) == {"none", "gdpd"}
+
+    # a finished cell is read back, not recomputed
+    def boom(*args, **kwargs):
+        raise AssertionError("recomputed a finished cell")
+
+    monkeypatch.setattr("lc_timeseries_kd.experiment.run_cell", boom)
+    again = run_grid(["ItalyPowerDemand"], [0.5], [0], ["none", "gdpd"], cfg, tmp_path, False)
+    assert again == res == load_results(tmp_path)
+    table = results_table(res)
+    assert "| **average** | 0.5 |" in table
+    agg = aggregate(res)
+    assert agg["none"][0.5]["average"] == pytest.approx(100 * res[0]["methods"]["none"]["auc_prc"])
+
+
+def test_grid_refuses_unknown_datasets(tmp_path) -> None:
+    with pytest.raises(ValueError, match="bundled datasets: .*GunPoint"):
+        run_grid(["NotADataset"], [0.5], [0], ["none"], TINY, tmp_path, False)
+
+
+def test_cli_lists_datasets_and_reports_bad_input(tmp_path) -> None:
+    runner = CliRunner()
+    out = runner.invoke(app, ["datasets"])
+    assert out.exit_code == 0 and "GunPoint" in out.output
+    bad = runner.invoke(app, ["run", "--datasets", "Nope", "--out", str(tmp_path)])
+    assert bad.exit_code == 2 and "bundled datasets" in bad.output
+    bad_e = runner.invoke(
+        app, ["run", "--datasets", "GunPoint", "--earliness", "1.5", "--out", str(tmp_path)]
+    )
+    assert bad_e.exit_code == 2 and "earliness" in bad_e.output
+
+
+def test_cli_run_writes_json_and_table(tmp_path) -> None:
+    runner = CliRunner()
+    args = [
+        "run",
+        "--datasets",
+        "ItalyPowerDemand",
+        "--earliness",
+        "0.4",
+        "--seeds",
+        "1",
+        "--methods",
+        "none,logit",
+        "--epochs",
+        "2",
+        "--warmup",
+        "1",
+        "--length",
+        "24",
+        "--widths",
+        "4,8,4",
+        "--out",
+        str(tmp_path),
+    ]
+    out = runner.invoke(app, args)
+    assert out.exit_code == 0, out.output
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data[0]["earliness"] == 0.4 and set(data[0]["methods"]) == {"none", "logit"}
+    assert (tmp_path / "table.md").read_text().startswith("| dataset | earliness | none | logit |")
+    shown = runner.invoke(app, ["table", str(tmp_path)])
+    assert shown.exit_code == 0 and "ItalyPowerDemand" in shown.output
