@@ -7,8 +7,10 @@ reference elsewhere. Attention tensors use the layout ``[batch, seq, heads, head
 
 Ops: [selected_attention][lc_kernels.selected_attention.selected_attention] (the
 selection branch of Native Sparse Attention, in the NSA and FSA loop orders),
-``compressed_attention`` with ``select_blocks`` (the compression branch and top-k block
-selection) and ``sliding_window_attention``. Importing
+[compressed_attention][lc_kernels.compressed_attention.compressed_attention] with
+[select_blocks][lc_kernels.compressed_attention.select_blocks] (the compression branch
+and top-k block selection) and
+[sliding_window_attention][lc_kernels.sliding_window.sliding_window_attention]. Importing
 ``lc_kernels`` imports torch but not triton (the kernels load on first use).
 """
 
@@ -22,15 +24,27 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0.0.0+unknown"
 
 # The functions shadow the sub-packages of the same name on purpose: the op is the API.
+from lc_kernels.compressed_attention import (
+    compressed_attention,
+    mean_pool_compress,
+    num_compressed,
+    select_blocks,
+)
 from lc_kernels.selected_attention import (
     dense_causal_attention_reference,
     selected_attention,
     selected_attention_reference,
 )
+from lc_kernels.sliding_window import sliding_window_attention
 
 __all__ = [
     "__version__",
+    "compressed_attention",
     "dense_causal_attention_reference",
+    "mean_pool_compress",
+    "num_compressed",
+    "select_blocks",
     "selected_attention",
     "selected_attention_reference",
+    "sliding_window_attention",
 ]

@@ -1,0 +1,171 @@
+"""Compression branch of Native Sparse Attention and top-k block selection, in PyTorch.
+
+Compressed token ``c`` summarises keys ``[c * stride, c * stride + kernel_size)``; query
+``t`` may attend to it once the whole span is in the past (``c * stride + kernel_size - 1
+<= t``). Attention over compressed keys is dense (``T / stride`` keys), so it runs through
+``torch.nn.functional.scaled_dot_product_attention`` with a boolean mask: on GPU that is
+the fused memory-efficient kernel, on CPU fp32 math. A Triton kernel would not pay here.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from lc_kernels._common import acc_dtype
+
+
+def num_compressed(seq_len: int, kernel_size: int, stride: int) -> int:
+    """Number of compressed tokens of a sequence of ``seq_len`` tokens (0 if too short)."""
+    return 0 if seq_len < kernel_size else (seq_len - kernel_size) // stride + 1
+
+
+def compressed_visibility(
+    seq_len: int, n_cmp: int, kernel_size: int, stride: int, device: torch.device
+) -> torch.Tensor:
+    """``[T, C]`` bool: query ``t`` sees compressed token ``c`` iff its span ends at or before ``t``."""
+    t = torch.arange(seq_len, device=device)
+    end = torch.arange(n_cmp, device=device) * stride + kernel_size - 1
+    return end[None, :] <= t[:, None]
+
+
+def mean_pool_compress(x: torch.Tensor, kernel_size: int = 32, stride: int = 16) -> torch.Tensor:
+    """Parameter-free compression: the mean of each span of ``kernel_size`` tokens.
+
+    Args:
+        x: ``[B, T, H, D]`` keys or values.
+        kernel_size: tokens per compressed token (l = 32 in NSA).
+        stride: distance between span starts (d = 16 in NSA).
+
+    Returns:
+        ``[B, C, H, D]`` with ``C = (T - kernel_size) // stride + 1`` (0 when ``T < kernel_size``).
+
+    Example:
+        >>> import torch
+        >>> mean_pool_compress(torch.ones(1, 64, 2, 8)).shape
+        torch.Size([1, 3, 2, 8])
+    """
+    b, t, h, d = x.shape
+    c = num_compressed(t, kernel_size, stride)
+    if c == 0:
+        return x.new_zeros(b, 0, h, d)
+    spans = x.unfold(1, kernel_size, stride)  # [B, C, H, D, kernel]
+    return spans.mean(-1)
+
+
+def compressed_attention_reference(
+    q: torch.Tensor,
+    k_cmp: torch.Tensor,
+    v_cmp: torch.Tensor,
+    kernel_size: int,
+    stride: int,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Causal attention of queries to compressed keys.
+
+    Args:
+        q: ``[B, T, HQ, D]`` queries.
+        k_cmp: ``[B, C, H_kv, D]`` compressed keys.
+        v_cmp: ``[B, C, H_kv, D]`` compressed values.
+        kernel_size: span of a compressed token.
+        stride: stride between spans.
+        scale: softmax scale.
+
+    Returns:
+        ``o [B, T, HQ, D]`` (0 for tokens that see no compressed token) in ``q.dtype`` and
+        ``visible [B?, T]``-shaped bool ``[T]`` telling which tokens saw at least one.
+    """
+    _b, t, hq, _d = q.shape
+    c, hkv = k_cmp.shape[1], k_cmp.shape[2]
+    vis = compressed_visibility(t, c, kernel_size, stride, q.device)
+    has = vis.any(-1)
+    if c == 0:
+        return torch.zeros_like(q), has
+    g = hq // hkv
+    ad = acc_dtype(q.dtype)
+    mask = vis.clone()
+    mask[~has, 0] = True  # rows with nothing visible: any finite row, zeroed below
+    o = F.scaled_dot_product_attention(
+        q.to(ad).transpose(1, 2),
+        k_cmp.to(ad).repeat_interleave(g, 2).transpose(1, 2),
+        v_cmp.to(ad).repeat_interleave(g, 2).transpose(1, 2),
+        attn_mask=mask,
+        scale=scale,
+    ).transpose(1, 2)
+    o = torch.where(has.view(1, t, 1, 1), o, torch.zeros_like(o))
+    return o.to(q.dtype), has
+
+
+def block_overlap(
+    n_cmp: int, n_blocks: int, kernel_size: int, stride: int, block_size: int, device: torch.device
+) -> torch.Tensor:
+    """``[C, NB]`` float: 1 where compressed span ``c`` overlaps selection block ``j``."""
+    start = torch.arange(n_cmp, device=device) * stride
+    end = start + kernel_size  # exclusive
+    bstart = torch.arange(n_blocks, device=device) * block_size
+    bend = bstart + block_size
+    return ((start[:, None] < bend[None, :]) & (end[:, None] > bstart[None, :])).float()
+
+
+@torch.no_grad()
+def block_scores_reference(
+    q: torch.Tensor,
+    k_cmp: torch.Tensor,
+    kernel_size: int,
+    stride: int,
+    block_size: int,
+    scale: float,
+    chunk: int = 1024,
+) -> torch.Tensor:
+    """Importance of each selection block for each token, shared by the query heads of a group.
+
+    The compressed-attention probabilities ``p[t, h, c]`` are spread onto the selection
+    blocks that span ``c`` overlaps and summed over the ``G`` query heads of each KV head.
+
+    Returns:
+        ``[B, T, H_kv, NB]`` fp32 scores, ``NB = ceil(T / block_size)``.
+    """
+    b, t, hq, _ = q.shape
+    c, hkv = k_cmp.shape[1], k_cmp.shape[2]
+    g = hq // hkv
+    nb = -(-t // block_size)
+    out = torch.zeros(b, t, hkv, nb, device=q.device, dtype=torch.float32)
+    if c == 0:
+        return out
+    over = block_overlap(c, nb, kernel_size, stride, block_size, q.device)
+    vis = compressed_visibility(t, c, kernel_size, stride, q.device)
+    kf = k_cmp.float().repeat_interleave(g, 2).transpose(1, 2)  # [B, HQ, C, D]
+    for a in range(0, t, chunk):
+        e = min(t, a + chunk)
+        s = (q[:, a:e].float().transpose(1, 2) @ kf.transpose(-1, -2)) * scale  # [B, HQ, t, C]
+        m = vis[a:e]
+        s = s.masked_fill(~m, float("-inf"))
+        p = torch.softmax(s, -1)
+        p = torch.where(m.any(-1, keepdim=True), p, torch.zeros_like(p))
+        sc = (p @ over).view(b, hkv, g, e - a, nb).sum(2)  # [B, H_kv, t, NB]
+        out[:, a:e] = sc.permute(0, 2, 1, 3)
+    return out
+
+
+def topk_blocks_from_scores(
+    scores: torch.Tensor, block_size: int, top_k: int, init_blocks: int, local_blocks: int
+) -> torch.Tensor:
+    """Top-k block ids from ``scores [B, T, H_kv, NB]`` with forced and excluded blocks.
+
+    The first ``init_blocks`` blocks and the ``local_blocks`` most recent blocks (the
+    token's own block and the ones just before it) are always taken; future blocks never.
+    Slots that cannot be filled (early tokens) hold ``-1``.
+
+    Returns:
+        ``[B, T, H_kv, top_k]`` int32 block ids.
+    """
+    b, t, h, nb = scores.shape
+    own = (torch.arange(t, device=scores.device) // block_size).view(1, t, 1, 1)
+    j = torch.arange(nb, device=scores.device).view(1, 1, 1, nb)
+    forced = (j < init_blocks) | ((j <= own) & (j > own - local_blocks))
+    s = torch.where(forced, torch.full_like(scores, float("inf")), scores)
+    s = torch.where(j > own, torch.full_like(s, float("-inf")), s)
+    if top_k > nb:
+        s = torch.cat([s, s.new_full((b, t, h, top_k - nb), float("-inf"))], -1)
+    val, idx = torch.topk(s, top_k, dim=-1)
+    return torch.where(val == float("-inf"), torch.full_like(idx, -1), idx).to(torch.int32)
