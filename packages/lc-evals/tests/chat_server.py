@@ -27,7 +27,9 @@ class ChatServer:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+                outer.requests.append(
+                    {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+                )
                 if self.path != "/v1/chat/completions":
                     return self._send(404, {"error": "not found"})
                 if outer.fail_first > 0:
@@ -40,7 +42,20 @@ class ChatServer:
                     found = re.search(rf"for {re.escape(m.group(1))} is: ([\w-]+)\.", prompt)
                     if found:
                         reply = f"The answer is {found.group(1)}."
-                self._send(200, {"object": "chat.completion", "model": body["model"], "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}]})
+                self._send(
+                    200,
+                    {
+                        "object": "chat.completion",
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": reply},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                    },
+                )
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()

@@ -10,7 +10,9 @@ import pytest
 import lc_evals
 from lc_evals.endpoint import EndpointError, OpenAIChatModel
 
-_spec = importlib.util.spec_from_file_location("chat_server", pathlib.Path(__file__).with_name("chat_server.py"))
+_spec = importlib.util.spec_from_file_location(
+    "chat_server", pathlib.Path(__file__).with_name("chat_server.py")
+)
 chat_server = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(chat_server)
 
@@ -33,13 +35,18 @@ def test_endpoint_evaluation_end_to_end(tmp_path) -> None:
 def test_endpoint_retries_then_errors() -> None:
     messages = [{"role": "user", "content": "hi"}]
     with chat_server.ChatServer(fail_first=1) as server:
-        assert OpenAIChatModel(server.url, model="m", retries=1).chat(messages) == "I could not find it."
+        assert (
+            OpenAIChatModel(server.url, model="m", retries=1).chat(messages)
+            == "I could not find it."
+        )
     with chat_server.ChatServer(fail_first=5) as server:
         with pytest.raises(EndpointError, match="503"):
             OpenAIChatModel(server.url, model="m", retries=1).chat(messages)
         with pytest.raises(EndpointError, match="404"):
             OpenAIChatModel(server.url.removesuffix("/v1") + "/other", model="m").chat(messages)
     with pytest.raises(EndpointError, match="failed after 1 attempt"):
-        OpenAIChatModel(server.url, model="m", retries=0, timeout=2).chat(messages)  # server is gone
+        OpenAIChatModel(server.url, model="m", retries=0, timeout=2).chat(
+            messages
+        )  # server is gone
     with pytest.raises(ValueError, match="http"):
         OpenAIChatModel("127.0.0.1:8000", model="m")

@@ -21,6 +21,7 @@ def answer_or_boom(item: lc_evals.TaskItem) -> str:
     return item.answers[0]
 
 
+@pytest.mark.slow  # starting a local Ray instance takes 5-40 s depending on machine load
 def test_ray_executor_resumes_like_the_local_one(tmp_path) -> None:
     items = lc_evals.generate("niah_single", n=4, length=800, seed=1)
     ex = lc_evals.RayExecutor(num_cpus=2, max_in_flight=1)
