@@ -34,7 +34,15 @@ app = typer.Typer(
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
-EXPECTED = (ValueError, TypeError, FileNotFoundError, ImportError, AttributeError, EndpointError, ResultsFileError)
+EXPECTED = (
+    ValueError,
+    TypeError,
+    FileNotFoundError,
+    ImportError,
+    AttributeError,
+    EndpointError,
+    ResultsFileError,
+)
 
 
 def _fail(message: str) -> typer.Exit:
@@ -105,11 +113,15 @@ def _load_tokenizer(spec: str | None) -> Any:
         try:
             from tokenizers import Tokenizer
         except ImportError as exc:
-            raise ImportError("reading tokenizer.json needs the 'tokenizers' package: pip install tokenizers") from exc
+            raise ImportError(
+                "reading tokenizer.json needs the 'tokenizers' package: pip install tokenizers"
+            ) from exc
         return Tokenizer.from_file(spec)
     if ":" in spec:
         return load_object(spec)
-    raise FileNotFoundError(f"--tokenizer must be an existing tokenizer.json or 'module:attr', got {spec!r}")
+    raise FileNotFoundError(
+        f"--tokenizer must be an existing tokenizer.json or 'module:attr', got {spec!r}"
+    )
 
 
 @app.command("tasks")
@@ -127,19 +139,33 @@ def tasks_command() -> None:
 def generate_command(
     tasks: Annotated[list[str], typer.Argument(help="task names (see `lc-evals tasks`)")],
     out: Annotated[Path, typer.Option("--out", help="suite file to write (JSON Lines)")],
-    length: Annotated[list[int], typer.Option("--length", "-l", help="target length; repeat for several")],
+    length: Annotated[
+        list[int], typer.Option("--length", "-l", help="target length; repeat for several")
+    ],
     n: Annotated[int, typer.Option("--n", "-n", help="items per (task, length, depth) cell")] = 1,
     seed: Annotated[int, typer.Option(help="explicit seed")] = 0,
-    depth: Annotated[list[float] | None, typer.Option(help="needle depth in [0, 1]; repeat for several")] = None,
-    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="task option key=value (JSON values)")] = None,
-    tokenizer: Annotated[str | None, typer.Option(help="tokenizer.json path or 'module:attr'; default: characters")] = None,
+    depth: Annotated[
+        list[float] | None, typer.Option(help="needle depth in [0, 1]; repeat for several")
+    ] = None,
+    option: Annotated[
+        list[str] | None, typer.Option("--option", "-o", help="task option key=value (JSON values)")
+    ] = None,
+    tokenizer: Annotated[
+        str | None, typer.Option(help="tokenizer.json path or 'module:attr'; default: characters")
+    ] = None,
 ) -> None:
     """Generate a suite (tasks x lengths x depths) and write it as JSON Lines."""
     from lc_evals.results import write_suite
     from lc_evals.suite import make_suite
 
     items = make_suite(
-        tasks, length, n=n, seed=seed, depths=depth or None, tokenizer=_load_tokenizer(tokenizer), **_parse_options(option or [])
+        tasks,
+        length,
+        n=n,
+        seed=seed,
+        depths=depth or None,
+        tokenizer=_load_tokenizer(tokenizer),
+        **_parse_options(option or []),
     )
     write_suite(items, out)
     typer.echo(f"wrote {len(items)} items to {out}")
@@ -150,14 +176,23 @@ def generate_command(
 def run_command(
     suite: Annotated[Path, typer.Argument(help="suite file written by `lc-evals generate`")],
     out: Annotated[Path, typer.Option("--out", help="results file (appended to; reruns resume)")],
-    system: Annotated[str | None, typer.Option(help="'module:attr' of a ChatModel or a callable (TaskItem) -> str")] = None,
-    endpoint: Annotated[str | None, typer.Option(help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")] = None,
+    system: Annotated[
+        str | None,
+        typer.Option(help="'module:attr' of a ChatModel or a callable (TaskItem) -> str"),
+    ] = None,
+    endpoint: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
+    ] = None,
     model: Annotated[str | None, typer.Option(help="model name for --endpoint")] = None,
     workers: Annotated[int, typer.Option(help="parallel requests (threads)")] = 1,
     executor: Annotated[str, typer.Option(help="local | serial | ray")] = "local",
     scorer: Annotated[str | None, typer.Option(help="override every task's default scorer")] = None,
-    max_tokens: Annotated[int | None, typer.Option(help="generation limit sent to chat models")] = None,
-    temperature: Annotated[float | None, typer.Option(help="sampling temperature sent to chat models")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(help="generation limit sent to chat models")
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option(help="sampling temperature sent to chat models")
+    ] = None,
 ) -> None:
     """Evaluate a system on a suite; finished items are never redone."""
     from lc_evals.harness import run
@@ -170,10 +205,23 @@ def run_command(
         raise ValueError("--endpoint needs --model")
     items = load_suite(suite)
     target = load_object(system) if system is not None else OpenAIChatModel(endpoint, model)  # type: ignore[arg-type]
-    chat_options = {k: v for k, v in {"max_tokens": max_tokens, "temperature": temperature}.items() if v is not None}
+    chat_options: dict[str, Any] = {
+        k: v
+        for k, v in {"max_tokens": max_tokens, "temperature": temperature}.items()
+        if v is not None
+    }
     if chat_options and not hasattr(target, "chat"):
         raise ValueError("--max-tokens/--temperature apply to chat models only")
-    results = run(target, items, out, executor=executor, workers=workers, scorer=scorer, progress=sys.stderr.isatty(), **chat_options)
+    results = run(
+        target,
+        items,
+        out,
+        executor=executor,
+        workers=workers,
+        scorer=scorer,
+        progress=sys.stderr.isatty(),
+        **chat_options,
+    )
     typer.echo(format_table(summarize(results)))
     typer.echo(f"{len(results)} results in {out}")
 
@@ -182,7 +230,9 @@ def run_command(
 @_friendly
 def report_command(
     results: Annotated[Path, typer.Argument(help="results file written by `lc-evals run`")],
-    out_dir: Annotated[Path | None, typer.Option(help="write summary.json, summary.md and PNG plots here")] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option(help="write summary.json, summary.md and PNG plots here")
+    ] = None,
     by: Annotated[str, typer.Option(help="comma-separated grouping fields")] = "task,target_length",
 ) -> None:
     """Print a summary table; with --out-dir also write plots (NIAH heat map, accuracy vs length)."""
@@ -201,7 +251,9 @@ def report_command(
         (out_dir / "summary.json").write_text(json.dumps(rows, indent=2) + "\n")
         (out_dir / "summary.md").write_text(table + "\n")
         written = [plot_accuracy_vs_length(rows_in, out_dir / "accuracy_vs_length.png")]
-        for task in sorted({r.task for r in rows_in if isinstance(r.metadata.get("depth"), int | float)}):
+        for task in sorted(
+            {r.task for r in rows_in if isinstance(r.metadata.get("depth"), int | float)}
+        ):
             written.append(plot_niah_heatmap(rows_in, out_dir / f"heatmap_{task}.png", task=task))
         typer.echo("wrote " + ", ".join(str(p) for p in written))
 

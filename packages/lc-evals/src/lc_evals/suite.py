@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from lc_evals.registry import generate
+from lc_evals.registry import generate, task_spec
 from lc_evals.types import TaskItem, Tokenizer
 
 
@@ -23,7 +24,8 @@ def make_suite(
     """Items for every (task, length[, depth]) cell, ``n`` per cell.
 
     Ids are ``"<task>/L<length>[/d<depth>]/<index>"``; with ``depths`` the ``depth`` option
-    is set per cell (for tasks that take one, e.g. NIAH and ``kv_retrieval``). The same
+    is set per cell for tasks that take one (NIAH, ``kv_retrieval``); other tasks get one
+    cell per length. The same
     ``seed`` is used in every cell, so a cell differs from another only in its length or
     depth.
 
@@ -36,8 +38,15 @@ def make_suite(
         raise ValueError("a suite needs at least one task and one length")
     items: list[TaskItem] = []
     for task in tasks:
+        params = inspect.signature(task_spec(task).generator).parameters
+        takes_depth = "depth" in params or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+        )
+        cell_depths: Sequence[float | None] = (
+            depths if depths is not None and takes_depth else [None]
+        )
         for length in lengths:
-            for depth in depths if depths is not None else [None]:
+            for depth in cell_depths:
                 opts = dict(options)
                 cell = f"{task}/L{length}"
                 if depth is not None:

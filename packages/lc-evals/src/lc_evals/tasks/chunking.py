@@ -11,6 +11,8 @@ chunking study (key-value retrieval and min/max over numbers, as in InfiniteBenc
 
 from __future__ import annotations
 
+import functools
+import random
 import re
 import uuid
 from typing import Any
@@ -25,6 +27,14 @@ KV_HEADER = "JSON data (one key-value pair per line):\n"
 
 def _uuid(rng: Any) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def _random_kv_line(rng: random.Random) -> str:
+    return kv_line(_uuid(rng), _uuid(rng))
+
+
+def _random_number(rng: random.Random, low: int, high: int) -> str:
+    return str(rng.randint(low, high))
 
 
 def kv_line(key: str, value: str) -> str:
@@ -56,7 +66,7 @@ def kv_retrieval(
         rng = item_rng(task, seed, index)
         key, value = _uuid(rng), _uuid(rng)
         d = float(depth) if depth is not None else rng.random()
-        filler = needle_sentences(lambda r=rng: kv_line(_uuid(r), _uuid(r)))
+        filler = needle_sentences(functools.partial(_random_kv_line, rng))
         fitted = fit_context(
             filler,
             [Insert(kv_line(key, value), d)],
@@ -115,7 +125,7 @@ def minmax(
     for index in range(n):
         rng = item_rng(task, seed, index)
         which = op if op is not None else rng.choice(("max", "min"))
-        filler = needle_sentences(lambda r=rng: str(r.randint(low, high)))
+        filler = needle_sentences(functools.partial(_random_number, rng, low, high))
         fitted = fit_context(
             filler, [], length, measure, prefix="Numbers: ", what="the header", unit=unit
         )

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import string
 from typing import Any
@@ -173,7 +174,7 @@ def common_words(
             freq = max(candidates)
         f = freq
         total, context, measured = fit_count(
-            lambda t, f=f: build(t, f),
+            functools.partial(build, freq=f),
             length,
             measure,
             minimum=num_common * f,
