@@ -229,3 +229,30 @@ def test_majority_vote_matches_a_brute_force_count() -> None:
         top = max(voters.count(v) for v in set(voters))
         expected = next(v for v in voters if voters.count(v) == top)
         assert majority_vote(answers) == expected
+
+
+class BatchFinder(SleepyFinder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    def chat_batch(self, conversations: list[list[dict[str, str]]], **options: Any) -> list[str]:
+        self.batches.append(len(conversations))
+        return [SleepyFinder.chat(self, m, **options) for m in conversations]
+
+
+def test_batches_go_through_chat_batch() -> None:
+    model = BatchFinder()
+    config = ChunkingConfig(chunk_size=100, aggregation="vote", batch_size=3, max_concurrency=8)
+    start = time.perf_counter()
+    result = ChunkAndAggregate(model, config).run(DOC, "key?")
+    wall = time.perf_counter() - start
+    assert sorted(model.batches) == [2, 3, 3]
+    assert result.answer == "4417"
+    assert [w.chunk.index for w in result.workers] == list(range(8))
+    assert model.max_in_flight == 3  # the three batches ran side by side
+    assert wall < 6 * SLEEP  # serial would take 8 * SLEEP
+    with pytest.raises(TypeError, match="chat_batch"):
+        ChunkAndAggregate(SleepyFinder(), config).run(DOC, "key?")
+    with pytest.raises(ValueError, match="batch_size=0"):
+        ChunkingConfig(n_workers=2, batch_size=0)

@@ -52,6 +52,9 @@ class ChunkingConfig:
         worker_options: generation options for every worker call.
         manager_options: generation options for the manager call.
         abstentions: replies that mean "nothing in this chunk" (majority vote ignores them).
+        batch_size: send workers in groups of this many through the model's
+            ``chat_batch`` (one padded forward pass on a local model); ``None`` sends one
+            request per worker.
         show_progress: draw a progress bar over workers (rich).
     """
 
@@ -65,6 +68,7 @@ class ChunkingConfig:
     worker_options: Mapping[str, Any] = field(default_factory=_default_worker_options)
     manager_options: Mapping[str, Any] = field(default_factory=_default_manager_options)
     abstentions: tuple[str, ...] = DEFAULT_ABSTENTIONS
+    batch_size: int | None = None
     show_progress: bool = False
 
     def __post_init__(self) -> None:
@@ -83,6 +87,8 @@ class ChunkingConfig:
             raise ValueError(f"overlap={self.overlap} is invalid: must be >= 0")
         if self.max_concurrency < 1:
             raise ValueError(f"max_concurrency={self.max_concurrency} is invalid: must be >= 1")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ValueError(f"batch_size={self.batch_size} is invalid: must be >= 1 or None")
         if self.aggregation not in _AGGREGATIONS:
             raise ValueError(
                 f"aggregation={self.aggregation!r} is invalid: allowed {_AGGREGATIONS}"
@@ -138,6 +144,8 @@ class ChunkAndAggregate:
     Workers call ``worker_model.achat`` when the model has an async ``achat`` method,
     otherwise ``worker_model.chat`` in a thread pool; at most
     ``config.max_concurrency`` calls are in flight, so a server backend is hit in parallel.
+    With ``config.batch_size`` set, groups of workers go through ``worker_model.chat_batch``
+    instead (at most ``max_concurrency`` groups in flight).
 
     Args:
         worker_model: chat model of the workers (``chat(messages, **options) -> str``).
@@ -240,12 +248,16 @@ class ChunkAndAggregate:
         t0 = time.perf_counter()
         chunks = self.split(document)
         semaphore = asyncio.Semaphore(self.config.max_concurrency)
-        use_async = callable(getattr(self.worker_model, "achat", None))
+        batch = self.config.batch_size
+        if batch is not None and not callable(getattr(self.worker_model, "chat_batch", None)):
+            raise TypeError("batch_size is set but the worker model has no chat_batch() method")
+        use_async = batch is None and callable(getattr(self.worker_model, "achat", None))
+        groups = [chunks[i : i + (batch or 1)] for i in range(0, len(chunks), batch or 1)]
         pool = (
             None
             if use_async
             else ThreadPoolExecutor(
-                max_workers=min(self.config.max_concurrency, len(chunks)),
+                max_workers=min(self.config.max_concurrency, len(groups)),
                 thread_name_prefix="lc-chunk-worker",
             )
         )
@@ -253,33 +265,49 @@ class ChunkAndAggregate:
         loop = asyncio.get_running_loop()
         progress, task_id = _progress(self.config.show_progress, len(chunks))
 
-        async def one(chunk: Chunk) -> WorkerResult:
-            prompt = self.worker_prompt(chunk, question)
-            messages = [{"role": "user", "content": prompt}]
+        def call_batch(conversations: list[list[dict[str, str]]]) -> list[str]:
+            replies = list(self.worker_model.chat_batch(conversations, **options))
+            if len(replies) != len(conversations):
+                raise RuntimeError(
+                    f"chat_batch returned {len(replies)} replies for {len(conversations)} prompts"
+                )
+            return [str(r) for r in replies]
+
+        async def one(group: list[Chunk]) -> list[WorkerResult]:
+            prompts = [self.worker_prompt(chunk, question) for chunk in group]
+            conversations = [[{"role": "user", "content": p}] for p in prompts]
             async with semaphore:
                 start = time.perf_counter()
                 if use_async:
-                    reply = await self.worker_model.achat(messages, **options)
+                    replies = [await self.worker_model.achat(conversations[0], **options)]
+                elif batch is not None:
+                    replies = await loop.run_in_executor(pool, call_batch, conversations)
                 else:
-                    reply = await loop.run_in_executor(
-                        pool, lambda: self.worker_model.chat(messages, **options)
-                    )
-                result = WorkerResult(
-                    chunk, prompt, str(reply).strip(), time.perf_counter() - start
-                )
-            if progress is not None:
-                progress.advance(task_id)
-            if on_worker_done is not None:
-                on_worker_done(result)
-            return result
+                    replies = [
+                        await loop.run_in_executor(
+                            pool, lambda: self.worker_model.chat(conversations[0], **options)
+                        )
+                    ]
+                seconds = time.perf_counter() - start
+            results = [
+                WorkerResult(chunk, prompt, str(reply).strip(), seconds)
+                for chunk, prompt, reply in zip(group, prompts, replies)
+            ]
+            for result in results:
+                if progress is not None:
+                    progress.advance(task_id)
+                if on_worker_done is not None:
+                    on_worker_done(result)
+            return results
 
         try:
-            workers = await asyncio.gather(*(one(c) for c in chunks))
+            done = await asyncio.gather(*(one(g) for g in groups))
         finally:
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
             if progress is not None:
                 progress.stop()
+        workers = [w for group_results in done for w in group_results]
         worker_seconds = time.perf_counter() - t0
         answers = [w.answer for w in workers]
         if len(workers) == 1 and isinstance(self.aggregator, ManagerAggregator):
