@@ -34,7 +34,7 @@ class OpenAIChatModel:
         **defaults: generation options sent with every request (``max_tokens``,
             ``temperature`` ...); per-call options override them.
 
-    Example:
+    Examples:
         >>> model = OpenAIChatModel("http://127.0.0.1:8000/v1", model="my-model", max_tokens=32)
         >>> model.url
         'http://127.0.0.1:8000/v1/chat/completions'

@@ -42,7 +42,7 @@ class SerialExecutor:
 class ThreadExecutor:
     """A local pool of ``workers`` threads.
 
-    Example:
+    Examples:
         >>> from lc_evals import TaskItem
         >>> items = [TaskItem(f"t-0-{i}", "t", "c", "q", ("a",)) for i in range(3)]
         >>> sorted(out for _, out in ThreadExecutor(2).imap_unordered(lambda it: it.id, items))

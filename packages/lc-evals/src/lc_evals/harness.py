@@ -51,7 +51,7 @@ def as_predictor(
 ) -> Callable[[TaskItem], str]:
     """Turn a system into ``(TaskItem) -> str``.
 
-    Example:
+    Examples:
         >>> class Echo:
         ...     def chat(self, messages, **options):
         ...         return messages[-1]["content"].split()[-1]
@@ -122,7 +122,7 @@ def run(
             corrupt results file. An exception raised by the system propagates after the
             results finished so far have been written.
 
-    Example:
+    Examples:
         >>> import lc_evals
         >>> items = lc_evals.generate("niah_single", n=2, length=1000, seed=0)
         >>> oracle = lambda item: item.answers[0]

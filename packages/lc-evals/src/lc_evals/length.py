@@ -29,7 +29,7 @@ def make_measure(tokenizer: Tokenizer | Any | None) -> Measure:
     Accepts any object with ``encode(text)`` returning a list of ids or an object with an
     ``ids`` attribute (a ``tokenizers.Encoding``).
 
-    Example:
+    Examples:
         >>> make_measure(None)("abc")
         3
     """
@@ -114,7 +114,7 @@ def assemble(
 
     Returns the text and the character offset of every insert (in input order).
 
-    Example:
+    Examples:
         >>> assemble(["A b.", "C d."], [Insert("X.", 0.5)])
         ('A b. X. C d.', (5,))
     """
@@ -219,7 +219,7 @@ def largest_fitting(f: Callable[[int], int], target: int, start: int, *, minimum
     lies strictly inside the bracket, so it always terminates. ``f(minimum) <= target``
     is assumed.
 
-    Example:
+    Examples:
         >>> largest_fitting(lambda k: 3 * k, 100, start=4)
         33
     """

@@ -48,7 +48,7 @@ def register_task(
         description: one line shown by ``lc-evals tasks``.
         replace: allow replacing an existing registration.
 
-    Example:
+    Examples:
         >>> from lc_evals import TaskItem, register_task
         >>> def echo(n, length, seed, tokenizer=None):
         ...     return [TaskItem(f"echo-{seed}-{i}", "echo", "x" * length, "?", ("x",)) for i in range(n)]
@@ -119,7 +119,7 @@ def generate(
         ValueError: unknown task (the message lists valid names), bad option values,
             or an impossible length (e.g. the needle is longer than the context).
 
-    Example:
+    Examples:
         >>> items = generate("niah_single", n=1, length=2000, seed=0, haystack="essay")
         >>> items[0].answers[0] in items[0].context
         True

@@ -32,7 +32,7 @@ def summarize(
     Returns:
         rows ``{<by fields>..., "n": count, "score": mean score}`` sorted by the group.
 
-    Example:
+    Examples:
         >>> from lc_evals.results import Result
         >>> rs = [Result("a", "t", "x", 1.0, "em", ("x",)), Result("b", "t", "y", 0.0, "em", ("x",))]
         >>> summarize(rs, by=("task",))

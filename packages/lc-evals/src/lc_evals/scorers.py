@@ -30,7 +30,7 @@ _ANSWER_IS = re.compile(r"the\s+(?:final\s+)?answer\s+is\s*[:\-]?\s*", re.IGNORE
 def normalize(text: str) -> str:
     """Lower case, strip punctuation and English articles, collapse whitespace.
 
-    Example:
+    Examples:
         >>> normalize("The  Answer: Kitchen!")
         'answer kitchen'
     """
@@ -59,7 +59,7 @@ def _boxed(text: str) -> str | None:
 def extract_answer(text: str) -> str:
     r"""The final answer in a model reply.
 
-    Example:
+    Examples:
         >>> extract_answer("so \\boxed{\\frac{1}{2}}")
         '\\frac{1}{2}'
         >>> extract_answer("I think the answer is: 42.")
@@ -96,7 +96,7 @@ def exact_match(prediction: str, answers: Sequence[str]) -> float:
 def contains_all(prediction: str, answers: Sequence[str]) -> float:
     """Fraction of ``answers`` present in ``prediction`` as whole words (case-insensitive).
 
-    Example:
+    Examples:
         >>> contains_all("values: 1234567 and 7654321", ["1234567", "7654321", "1111111"])
         0.6666666666666666
     """
@@ -117,7 +117,7 @@ def _tokens(text: str) -> list[str]:
 def token_f1(prediction: str, answers: Sequence[str]) -> float:
     """SQuAD token F1 between the prediction and the best-matching answer.
 
-    Example:
+    Examples:
         >>> round(token_f1("the cat sat", ["a cat sat down"]), 3)
         0.8
     """
@@ -149,7 +149,7 @@ def _lcs(a: list[str], b: list[str]) -> int:
 def rouge_l(prediction: str, answers: Sequence[str]) -> float:
     """ROUGE-L F1 (LCS over normalized tokens), best over ``answers``.
 
-    Example:
+    Examples:
         >>> round(rouge_l("police killed the gunman", ["police kill the gunman"]), 3)
         0.667
     """
@@ -198,7 +198,7 @@ def score(item: object, prediction: str, scorer: str | Scorer | None = None) -> 
     """Score ``prediction`` for a :class:`~lc_evals.types.TaskItem` with its task's
     default scorer (or ``item.metadata["scorer"]``, or the given one).
 
-    Example:
+    Examples:
         >>> from lc_evals import TaskItem
         >>> score(TaskItem("x-0-0", "niah_single", "...", "?", ("1234567",)), "It is 1234567.")
         1.0

@@ -29,7 +29,7 @@ def make_suite(
     ``seed`` is used in every cell, so a cell differs from another only in its length or
     depth.
 
-    Example:
+    Examples:
         >>> suite = make_suite(["niah_single"], [500, 1000], n=1, seed=0, depths=[0.0, 1.0])
         >>> [item.id for item in suite]
         ['niah_single/L500/d0/0', 'niah_single/L500/d1/0', 'niah_single/L1000/d0/0', 'niah_single/L1000/d1/0']

@@ -52,7 +52,7 @@ def kv_retrieval(
 ) -> list[TaskItem]:
     """Key-value retrieval over UUID pairs.
 
-    Example:
+    Examples:
         >>> item = kv_retrieval(1, 3000, seed=0, depth=0.5)[0]
         >>> kv_line(item.metadata["key"], item.answers[0]) in item.context
         True

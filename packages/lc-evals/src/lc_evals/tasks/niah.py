@@ -137,7 +137,7 @@ def niah_single(
 ) -> list[TaskItem]:
     """One needle in a ``haystack`` of ``"repeat"``, ``"essay"`` or ``"needles"``.
 
-    Example:
+    Examples:
         >>> item = niah_single(1, 1500, seed=0, haystack="repeat", depth=0.5)[0]
         >>> item.answers[0] in item.context
         True

@@ -42,7 +42,7 @@ def variable_tracking(
 ) -> list[TaskItem]:
     """RULER variable tracking (VT).
 
-    Example:
+    Examples:
         >>> item = variable_tracking(1, 2000, seed=0)[0]
         >>> all(f"VAR {v} " in item.context for v in item.answers)
         True
@@ -206,7 +206,7 @@ def common_words(
 def zipf_counts(total: int, vocab: int, alpha: float) -> list[int]:
     """Counts summing to ``total`` proportional to ``rank ** -alpha`` (largest remainder).
 
-    Example:
+    Examples:
         >>> zipf_counts(100, 4, 1.0)
         [48, 24, 16, 12]
     """
