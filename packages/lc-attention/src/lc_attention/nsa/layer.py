@@ -1,0 +1,122 @@
+"""The Native Sparse Attention layer: compression, selection and sliding-window branches."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from lc_attention.nsa.config import NSAConfig
+from lc_attention.rope import apply_rotary, rotary_tables
+
+
+class CompressionMLP(nn.Module):
+    """Learnable compression of spans of ``kernel_size`` tokens into one token.
+
+    Each span (stride ``kernel_stride``) gets an intra-block position embedding added,
+    is flattened and mapped by a two-layer MLP to one ``head_dim`` vector. Weights are
+    shared across heads.
+    """
+
+    def __init__(self, kernel_size: int, kernel_stride: int, head_dim: int, hidden: int) -> None:
+        super().__init__()
+        self.kernel_size, self.kernel_stride = kernel_size, kernel_stride
+        self.pos = nn.Parameter(torch.zeros(kernel_size, head_dim))
+        self.mlp = nn.Sequential(
+            nn.Linear(kernel_size * head_dim, hidden), nn.GELU(), nn.Linear(hidden, head_dim)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [B, T, H, D]`` -> ``[B, C, H, D]``, ``C = (T - kernel_size) // kernel_stride + 1``."""
+        b, t, h, d = x.shape
+        if t < self.kernel_size:
+            return x.new_zeros(b, 0, h, d)
+        spans = x.unfold(1, self.kernel_size, self.kernel_stride).transpose(
+            -1, -2
+        )  # [B, C, H, l, D]
+        spans = spans + self.pos
+        return self.mlp(spans.flatten(-2)).contiguous()
+
+
+class NativeSparseAttention(nn.Module):
+    """NSA attention layer (arXiv 2502.11089) with GQA and RoPE.
+
+    ``o = g_cmp * Attn(q, K_cmp, V_cmp) + g_slc * Attn(q, K_slc, V_slc) + g_win * Attn(q, K_win, V_win)``
+    with per-head gates ``g = sigmoid(W_g x)``. The compression branch attends to keys
+    and values compressed by [CompressionMLP][lc_attention.nsa.layer.CompressionMLP];
+    its attention probabilities, summed over the query heads of a group, choose the
+    ``top_k`` selection blocks (initial and local blocks forced) for the selection
+    branch, run by ``lc_kernels.selected_attention`` (FSA loop order for groups of <= 8
+    query heads, NSA order above, Triton on CUDA). The sliding-window branch sees the
+    last ``window_size`` tokens. Selection and window branches use RoPE'd queries and
+    keys; the compression branch uses unrotated ones (the position embedding inside a
+    span carries position there).
+
+    Example:
+        >>> import torch
+        >>> layer = NativeSparseAttention(NSAConfig.small(hidden_size=64, num_heads=4, num_kv_heads=2))
+        >>> layer(torch.randn(2, 40, 64)).shape
+        torch.Size([2, 40, 64])
+    """
+
+    def __init__(self, config: NSAConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        self.q_proj = nn.Linear(c.hidden_size, c.num_heads * c.head_dim, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=False)
+        self.o_proj = nn.Linear(c.num_heads * c.head_dim, c.hidden_size, bias=False)
+        hid = c.compress_hidden or 2 * c.head_dim
+        self.k_compress = CompressionMLP(c.kernel_size, c.kernel_stride, c.head_dim, hid)
+        self.v_compress = CompressionMLP(c.kernel_size, c.kernel_stride, c.head_dim, hid)
+        self.gate = nn.Linear(c.hidden_size, 3 * c.num_heads)
+
+    def forward(
+        self, x: torch.Tensor, return_indices: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Apply the layer.
+
+        Args:
+            x: ``[B, T, hidden_size]`` hidden states.
+            return_indices: also return the selected blocks ``[B, T, H_kv, top_k]``.
+
+        Returns:
+            ``[B, T, hidden_size]`` (and the block ids when asked).
+        """
+        from lc_kernels import (
+            compressed_attention,
+            select_blocks,
+            selected_attention,
+            sliding_window_attention,
+        )
+
+        c = self.config
+        if x.dim() != 3 or x.shape[-1] != c.hidden_size:
+            raise ValueError(f"x must be [batch, seq, {c.hidden_size}], got {tuple(x.shape)}")
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, c.num_heads, c.head_dim)
+        k = self.k_proj(x).view(b, t, c.num_kv_heads, c.head_dim)
+        v = self.v_proj(x).view(b, t, c.num_kv_heads, c.head_dim)
+
+        k_cmp, v_cmp = self.k_compress(k), self.v_compress(v)
+        o_cmp = compressed_attention(q, k_cmp, v_cmp, c.kernel_size, c.kernel_stride)
+        with torch.no_grad():
+            idx = select_blocks(
+                q.detach(),
+                k_cmp.detach(),
+                c.block_size,
+                c.top_k,
+                c.kernel_size,
+                c.kernel_stride,
+                c.init_blocks,
+                c.local_blocks,
+            )
+
+        cos, sin = rotary_tables(t, c.head_dim, c.rope_theta, x.device)
+        qr, kr = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        o_slc = selected_attention(qr, kr, v.contiguous(), idx, c.block_size, order=c.kernel_order)
+        o_win = sliding_window_attention(qr, kr, v.contiguous(), c.window_size)
+
+        g = torch.sigmoid(self.gate(x)).view(b, t, c.num_heads, 3, 1).to(q.dtype)
+        o = g[:, :, :, 0] * o_cmp + g[:, :, :, 1] * o_slc + g[:, :, :, 2] * o_win
+        out = self.o_proj(o.reshape(b, t, c.num_heads * c.head_dim))
+        return (out, idx) if return_indices else out
