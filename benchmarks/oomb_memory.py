@@ -1,0 +1,181 @@
+"""Peak memory and step time of one training step of SmolLM2-135M vs sequence length.
+
+Side by side in one run: (a) ordinary training, (b) ordinary training with gradient
+checkpointing, (c) chunk-recurrent training (lc_train.oomb). Every (method, length) cell
+runs in a fresh subprocess; its memory is the peak resident set size of that process
+(the kernel's VmHWM, reset after
+loading) minus the resident size after the model was loaded, so cells cannot disturb each other.
+
+    uv run python benchmarks/oomb_memory.py --lengths 512 1024 2048 4096 --oomb-extra 8192
+
+Writes docs/benchmarks/lc-train/oomb_memory.json and .png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "lc-train"
+METHODS = ("ordinary", "checkpointing", "oomb")
+
+
+def _status_mb(field: str) -> float:
+    """``VmRSS`` (resident now) or ``VmHWM`` (peak resident) of this process, in MB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _reset_peak() -> None:
+    """Reset the kernel's peak-RSS counter so that loading the model is not counted."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def run_cell(method: str, length: int, chunk: int) -> dict:
+    """One training step in this process; prints a JSON line."""
+    import torch
+    from lc_agents.models import load_model
+
+    from lc_train.oomb import ChunkRecurrentConfig, chunk_recurrent_backward
+
+    torch.manual_seed(0)
+    model, _ = load_model()
+    model.train()
+    if method == "checkpointing":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    ids = torch.randint(0, model.config.vocab_size, (1, length), generator=torch.Generator().manual_seed(length))
+    base = _status_mb("VmRSS")
+    _reset_peak()
+    start = time.perf_counter()
+    if method == "oomb":
+        result = chunk_recurrent_backward(model, ids, config=ChunkRecurrentConfig(chunk_size=chunk))
+        loss, kv_bytes = float(result.loss), result.kv_bytes
+    else:
+        out = model(ids, labels=ids)
+        out.loss.backward()
+        loss, kv_bytes = float(out.loss), 0
+    seconds = time.perf_counter() - start
+    peak = _status_mb("VmHWM")
+    return {
+        "method": method,
+        "length": length,
+        "peak_mb": peak - base,
+        "seconds": seconds,
+        "loss": loss,
+        "kv_bytes": kv_bytes,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096])
+    parser.add_argument("--oomb-extra", type=int, nargs="*", default=[8192], help="lengths run with OOMB only")
+    parser.add_argument("--chunk", type=int, default=512)
+    parser.add_argument("--cell", nargs=2, metavar=("METHOD", "LENGTH"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.cell:
+        print(json.dumps(run_cell(args.cell[0], int(args.cell[1]), args.chunk)))
+        return
+
+    cells = [(m, n) for n in args.lengths for m in METHODS] + [("oomb", n) for n in args.oomb_extra]
+    rows = []
+    for i, (method, length) in enumerate(cells, 1):
+        print(f"[{i}/{len(cells)}] {method} at {length} tokens ...", flush=True)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--cell", method, str(length), "--chunk", str(args.chunk)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")},
+        )
+        if proc.returncode:
+            print(proc.stderr[-2000:], file=sys.stderr)
+            rows.append({"method": method, "length": length, "error": proc.stderr.strip().splitlines()[-1]})
+            continue
+        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(f"    peak +{row['peak_mb']:.0f} MB, {row['seconds']:.1f} s, loss {row['loss']:.4f}", flush=True)
+        rows.append(row)
+    summary = summarize(rows)
+    OUT.mkdir(parents=True, exist_ok=True)
+    record = {
+        "machine": f"{platform.machine()} CPU, {os.cpu_count()} cores, {platform.python_version()}",
+        "model": "SmolLM2-135M-Instruct (fp32)",
+        "chunk_size": args.chunk,
+        "rows": rows,
+        "summary": summary,
+    }
+    (OUT / "oomb_memory.json").write_text(json.dumps(record, indent=2))
+    plot(rows, OUT / "oomb_memory.png")
+    print(json.dumps(summary, indent=2))
+
+
+def _slope_mb_per_10k(points: list[tuple[int, float]]) -> float:
+    import numpy as np
+
+    x, y = np.array(points, dtype=float).T
+    return float(np.polyfit(x, y, 1)[0] * 10_000)
+
+
+def summarize(rows: list[dict]) -> dict:
+    """MB per extra 10K tokens (least-squares slope), step-time ratios, 20 GB estimates."""
+    import numpy as np
+
+    ok = [r for r in rows if "error" not in r]
+    out: dict = {}
+    for method in METHODS:
+        pts = sorted((r["length"], r["peak_mb"]) for r in ok if r["method"] == method)
+        if len(pts) < 2:
+            continue
+        x, y = np.array(pts, dtype=float).T
+        # ordinary/checkpointing grow super-linearly (attention, logits); fit a quadratic
+        # to estimate where they cross 20 GB, a line for the per-10K-token growth.
+        coeffs = np.polyfit(x, y, 2 if method != "oomb" and len(x) >= 3 else 1)
+        roots = [r.real for r in np.roots(np.poly1d(coeffs) - 20_000) if abs(r.imag) < 1e-6 and r.real > 0]
+        out[method] = {
+            "mb_per_10k_tokens": _slope_mb_per_10k(pts[-2:]),
+            "longest_length_in_20gb_estimate": int(min(roots)) if roots else None,
+        }
+    kv = [r for r in ok if r["method"] == "oomb"]
+    if len(kv) >= 2:
+        kv_pts = sorted((r["length"], r["kv_bytes"] / 2**20) for r in kv)
+        out["kv_and_kv_grad_mb_per_10k_tokens"] = _slope_mb_per_10k(kv_pts)
+    times = {(r["method"], r["length"]): r["seconds"] for r in ok}
+    out["step_time_ratio_oomb_vs_checkpointing"] = {
+        str(n): times[("oomb", n)] / times[("checkpointing", n)]
+        for (m, n) in times
+        if m == "oomb" and ("checkpointing", n) in times
+    }
+    return out
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for method in METHODS:
+        pts = sorted((r["length"], r["peak_mb"]) for r in rows if r["method"] == method and "error" not in r)
+        if pts:
+            ax.plot(*zip(*pts), marker="o", label=method)
+    ax.set_xlabel("sequence length (tokens)")
+    ax.set_ylabel("peak memory of one step above the loaded model (MB)")
+    ax.set_title("SmolLM2-135M training step on CPU")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()
