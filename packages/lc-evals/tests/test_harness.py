@@ -123,6 +123,14 @@ def test_bad_systems_and_suites(items) -> None:
         run(lambda item: 7, items[:1])
     with pytest.raises(ValueError, match="executor must be one of"):
         run(oracle, items[:1], executor="dask")
+    custom = lc_evals.TaskItem("c-0-0", "my_custom_task", "ctx", "q?", ("yes",))
+    with pytest.raises(ValueError, match="not registered, so it has no default scorer"):
+        run(lambda item: "yes", [custom])
+    assert run(lambda item: "yes", [custom], scorer="exact_match")[0].score == 1.0
+    tagged = lc_evals.TaskItem(
+        "c-0-1", "my_custom_task", "ctx", "q?", ("yes",), {"scorer": "contains_any"}
+    )
+    assert run(lambda item: "Yes.", [tagged])[0].scorer == "contains_any"
 
 
 def test_thread_executor_runs_in_parallel(items) -> None:

@@ -64,6 +64,10 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _short(n: int) -> str:
+    return str(n) if n < 10_000 else f"{n / 1000:g}K"
+
+
 def _depth_bins(depths: list[float]) -> list[float]:
     unique = sorted({round(d, 3) for d in depths})
     if len(unique) <= 11:
@@ -166,12 +170,18 @@ def plot_accuracy_vs_length(
     if not rows:
         raise ValueError("no results with a target_length to plot")
     fig, ax = plt.subplots(figsize=(6, 4))
+    lengths = sorted({row["target_length"] for row in rows})
     for task in sorted({row["task"] for row in rows}):
         pts = [(row["target_length"], row["score"]) for row in rows if row["task"] == task]
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=task)
     ax.set_xscale("log", base=2)
+    ax.minorticks_off()
+    ax.set_xticks(lengths, [_short(x) for x in lengths])
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("context length")
+    unit = next(
+        (r.metadata.get("length_unit") for r in results if r.metadata.get("length_unit")), "tokens"
+    )
+    ax.set_xlabel(f"context length ({unit})")
     ax.set_ylabel("mean score")
     ax.set_title(title or "accuracy vs context length")
     ax.grid(alpha=0.3)

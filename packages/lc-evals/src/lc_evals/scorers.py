@@ -189,8 +189,13 @@ def get_scorer(name: str) -> Scorer:
 
 def default_scorer_name(task: str) -> str:
     """The default scorer of a registered ``task`` (``ValueError`` if unknown)."""
-    from lc_evals.registry import task_spec
+    from lc_evals.registry import available_tasks, task_spec
 
+    if task not in available_tasks():
+        raise ValueError(
+            f"task {task!r} is not registered, so it has no default scorer; pass scorer=... "
+            "or set metadata['scorer'] on its items"
+        )
     return task_spec(task).scorer
 
 
