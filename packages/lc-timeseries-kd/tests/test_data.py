@@ -32,7 +32,7 @@ def test_unknown_dataset_lists_the_bundled_ones_and_does_not_download() -> None:
 
 
 def test_load_gunpoint_official_split_sizes() -> None:
-    x_tr, y_tr, x_te, y_te = load_bundled("GunPoint")
+    x_tr, y_tr, x_te, _y_te = load_bundled("GunPoint")
     assert (len(x_tr), len(x_te)) == (50, 150)
     assert x_tr[0].shape == (1, 150)
     assert set(y_tr) == {"1", "2"}
@@ -112,7 +112,8 @@ def test_prefix_view_never_looks_past_the_prefix(
     assert np.allclose(prefix_view(x, earliness), prefix_view(y, earliness))
     v = prefix_view(x, earliness)
     assert v.shape == x.shape
-    assert np.allclose(v[:, :, 0], x[:, :, 0]) and np.allclose(v[:, :, -1], x[:, :, k - 1])
+    assert np.allclose(v[:, :, 0], x[:, :, 0])
+    assert np.allclose(v[:, :, -1], x[:, :, k - 1])
 
 
 def test_stratified_split_keeps_every_class_in_training() -> None:

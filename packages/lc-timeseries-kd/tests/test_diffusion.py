@@ -97,15 +97,18 @@ def test_distiller_shapes_mixing_weight_and_gradients() -> None:
     g = torch.Generator().manual_seed(0)
     s = torch.randn(5, 8, requires_grad=True)
     x, gamma = d.start_point(s, g)
-    assert x.shape == (5, 8) and gamma.shape == (5,)
+    assert x.shape == (5, 8)
+    assert gamma.shape == (5,)
     assert bool(((gamma > 0) & (gamma < 1)).all())
     out = d.refine(s, g)
     assert out.shape == (5, 8)
     out.sum().backward()
-    assert s.grad is not None and float(s.grad.abs().sum()) > 0
+    assert s.grad is not None
+    assert float(s.grad.abs().sum()) > 0
     assert d.noise_adapter.net[0].weight.grad is not None  # the mixing weight is learned
     loss = d.prior_loss(torch.randn(5, 12), g)
-    assert loss.ndim == 0 and float(loss.detach()) > 0
+    assert loss.ndim == 0
+    assert float(loss.detach()) > 0
 
 
 def test_start_point_reduces_to_the_student_feature_when_gamma_is_one() -> None:
@@ -124,7 +127,8 @@ def test_frozen_prior_still_passes_gradients_to_the_student() -> None:
     s = torch.randn(3, 4, requires_grad=True)
     d.refine(s, torch.Generator().manual_seed(0)).sum().backward()
     assert all(p.grad is None for p in d.eps_model.parameters())
-    assert s.grad is not None and float(s.grad.abs().sum()) > 0
+    assert s.grad is not None
+    assert float(s.grad.abs().sum()) > 0
 
 
 def test_distiller_without_autoencoder_needs_matching_latent() -> None:

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from sklearn.exceptions import NotFittedError
 from typer.testing import CliRunner
 
 from lc_timeseries_kd.cli import app
@@ -39,7 +40,8 @@ def test_teacher_learns_the_toy_task(toy) -> None:
     x, y = toy
     res = train_teacher(x, y, x, y, TINY, seed=0)
     assert accuracy(y, predict_proba(res.model, x)) >= 0.9
-    assert len(res.val_loss) == TINY.epochs and 1 <= res.best_epoch <= TINY.epochs
+    assert len(res.val_loss) == TINY.epochs
+    assert 1 <= res.best_epoch <= TINY.epochs
 
 
 @pytest.mark.parametrize("method", ["none", "logit", "fitnet", "gdpd"])
@@ -58,7 +60,8 @@ def test_every_method_trains_a_student_that_runs_alone(toy, method: str) -> None
 def test_training_is_deterministic_with_a_seed(toy, method: str) -> None:
     a, b = _student(method, toy, seed=5), _student(method, toy, seed=5)
     for (ka, va), (kb, vb) in zip(a.model.state_dict().items(), b.model.state_dict().items()):
-        assert ka == kb and torch.equal(va, vb)
+        assert ka == kb
+        assert torch.equal(va, vb)
     assert a.train_loss == b.train_loss
     c = _student(method, toy, seed=6)
     assert c.train_loss != a.train_loss
@@ -106,7 +109,8 @@ def test_estimator_fit_predict_on_partial_series(toy) -> None:
     ).fit(x, labels)
     partial = [s[:, :16] for s in x]  # observed halves, as a list
     proba = clf.predict_proba(partial)
-    assert proba.shape == (24, 2) and np.allclose(proba.sum(1), 1.0, atol=1e-5)
+    assert proba.shape == (24, 2)
+    assert np.allclose(proba.sum(1), 1.0, atol=1e-5)
     assert set(clf.predict(partial)) <= {"flat", "up"}
     assert clf.score(partial, labels) >= 0.75
     assert list(clf.classes_) == ["flat", "up"]
@@ -118,7 +122,7 @@ def test_estimator_refuses_bad_settings(toy) -> None:
         PartialSeriesClassifier(earliness=1.5).fit(x, y)
     with pytest.raises(ValueError, match="method"):
         PartialSeriesClassifier(method="magic").fit(x, y)
-    with pytest.raises(RuntimeError, match="fit"):
+    with pytest.raises(NotFittedError, match="fit"):
         PartialSeriesClassifier().predict(x)
 
 
@@ -126,7 +130,8 @@ def test_grid_is_resumable_and_tabulated(tmp_path, monkeypatch) -> None:
     cfg = TrainConfig(arch="fcn", widths=(4, 8, 4), length=24, epochs=2, warmup_epochs=1)
     res = run_grid(["ItalyPowerDemand"], [0.5], [0], ["none", "gdpd"], cfg, tmp_path, False)
     cell = tmp_path / "cells" / "ItalyPowerDemand_e0.5_s0.json"
-    assert cell.is_file() and len(res) == 1
+    assert cell.is_file()
+    assert len(res) == 1
     assert set(res[0]["methods"]) == {"none", "gdpd"}
 
     # a finished cell is read back, not recomputed
@@ -143,20 +148,23 @@ def test_grid_is_resumable_and_tabulated(tmp_path, monkeypatch) -> None:
 
 
 def test_grid_refuses_unknown_datasets(tmp_path) -> None:
-    with pytest.raises(ValueError, match="bundled datasets: .*GunPoint"):
+    with pytest.raises(ValueError, match=r"bundled datasets: .*GunPoint"):
         run_grid(["NotADataset"], [0.5], [0], ["none"], TINY, tmp_path, False)
 
 
 def test_cli_lists_datasets_and_reports_bad_input(tmp_path) -> None:
     runner = CliRunner()
     out = runner.invoke(app, ["datasets"])
-    assert out.exit_code == 0 and "GunPoint" in out.output
+    assert out.exit_code == 0
+    assert "GunPoint" in out.output
     bad = runner.invoke(app, ["run", "--datasets", "Nope", "--out", str(tmp_path)])
-    assert bad.exit_code == 2 and "bundled datasets" in bad.output
+    assert bad.exit_code == 2
+    assert "bundled datasets" in bad.output
     bad_e = runner.invoke(
         app, ["run", "--datasets", "GunPoint", "--earliness", "1.5", "--out", str(tmp_path)]
     )
-    assert bad_e.exit_code == 2 and "earliness" in bad_e.output
+    assert bad_e.exit_code == 2
+    assert "earliness" in bad_e.output
 
 
 def test_cli_run_writes_json_and_table(tmp_path) -> None:
@@ -185,7 +193,9 @@ def test_cli_run_writes_json_and_table(tmp_path) -> None:
     out = runner.invoke(app, args)
     assert out.exit_code == 0, out.output
     data = json.loads((tmp_path / "results.json").read_text())
-    assert data[0]["earliness"] == 0.4 and set(data[0]["methods"]) == {"none", "logit"}
+    assert data[0]["earliness"] == 0.4
+    assert set(data[0]["methods"]) == {"none", "logit"}
     assert (tmp_path / "table.md").read_text().startswith("| dataset | earliness | none | logit |")
     shown = runner.invoke(app, ["table", str(tmp_path)])
-    assert shown.exit_code == 0 and "ItalyPowerDemand" in shown.output
+    assert shown.exit_code == 0
+    assert "ItalyPowerDemand" in shown.output

@@ -51,7 +51,38 @@ _LAZY: dict[str, str] = {
     "run_grid": "experiment",
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = [
+    "METHODS",
+    "PAPER_EARLINESS",
+    "FCNClassifier",
+    "FitNetHint",
+    "GDPDConfig",
+    "GDPDDistiller",
+    "LSTMClassifier",
+    "NoisePredictor",
+    "NoiseSchedule",
+    "PartialSeriesClassifier",
+    "PartialSeriesDataset",
+    "TrainConfig",
+    "TrainResult",
+    "__version__",
+    "accuracy",
+    "auc_prc",
+    "build_model",
+    "bundled_datasets",
+    "ddim_sample",
+    "load_bundled",
+    "logit_kd_loss",
+    "predict_proba",
+    "prefix_view",
+    "prepare_dataset",
+    "resample",
+    "results_table",
+    "run_cell",
+    "run_grid",
+    "train_student",
+    "train_teacher",
+]
 
 if TYPE_CHECKING:
     from lc_timeseries_kd.config import METHODS, GDPDConfig, TrainConfig

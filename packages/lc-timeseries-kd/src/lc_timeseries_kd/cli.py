@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -38,7 +39,8 @@ def run(
     seeds: str = typer.Option("0,1,2", help="Comma-separated integer seeds."),
     methods: str = typer.Option(",".join(METHODS), help="Subset of none,logit,fitnet,gdpd."),
     arch: str = typer.Option("fcn", help="fcn or lstm."),
-    epochs: int = typer.Option(60, help="Training epochs."),
+    epochs: int = typer.Option(60, help="Training epochs of the students."),
+    teacher_epochs: int = typer.Option(0, help="Teacher epochs (0: same as --epochs)."),
     warmup: int = typer.Option(20, help="GDPD / FitNet warm-up epochs."),
     lr: float = typer.Option(1e-3, help="Adam learning rate."),
     batch_size: int = typer.Option(32, help="Minibatch size."),
@@ -48,8 +50,11 @@ def run(
     layers: int = typer.Option(3, help="LSTM layers."),
     gdpd_weight: float = typer.Option(1.0, help="Weight of the GDPD terms."),
     steps: int = typer.Option(5, help="DDIM steps."),
+    prior_steps: int = typer.Option(0, help="Extra prior pre-training steps (GDPD)."),
     threads: int = typer.Option(0, help="torch threads (0 keeps torch's default)."),
-    out: Path = typer.Option(Path("lc-tskd-results"), help="Output directory (resumable)."),
+    out: Annotated[Path, typer.Option(help="Output directory (resumable).")] = Path(
+        "lc-tskd-results"
+    ),
 ) -> None:
     """Run datasets x earliness x seeds x methods; skip cells already finished in OUT."""
     import torch
@@ -67,10 +72,13 @@ def run(
             widths=w,  # type: ignore[arg-type]
             length=length,
             epochs=epochs,
+            teacher_epochs=teacher_epochs or None,
             warmup_epochs=warmup,
             batch_size=batch_size,
             lr=lr,
-            gdpd=GDPDConfig(weight=gdpd_weight, inference_steps=steps),
+            gdpd=GDPDConfig(
+                weight=gdpd_weight, inference_steps=steps, prior_pretrain_steps=prior_steps
+            ),
         )
         results = run_grid(
             _split(datasets),
@@ -90,7 +98,7 @@ def run(
 
 @app.command()
 def table(
-    out: Path = typer.Argument(..., help="Output directory of a run."),
+    out: Annotated[Path, typer.Argument(help="Output directory of a run.")],
     metric: str = typer.Option("auc_prc", help="auc_prc or accuracy."),
 ) -> None:
     """Print the results table (mean over seeds, %) of the finished cells in OUT."""

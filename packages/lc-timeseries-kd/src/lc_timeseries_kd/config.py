@@ -36,6 +36,10 @@ class GDPDConfig:
         train_prior_after_warmup: keep the prior trainable (by the distillation loss)
             after the warm-up, as the paper's code does; ``False`` freezes the learned
             teacher prior and its autoencoder once the warm-up ends.
+        prior_pretrain_steps: extra Adam steps on the prior losses alone (minibatches
+            of the precomputed teacher features) before the student loop starts; for
+            short schedules where the warm-up alone leaves the prior under-trained.
+            ``0`` (the paper's schedule) trains the prior only inside the warm-up.
     """
 
     num_train_timesteps: int = 1000
@@ -48,6 +52,7 @@ class GDPDConfig:
     hidden: int = 256
     weight: float = 1.0
     train_prior_after_warmup: bool = False
+    prior_pretrain_steps: int = 0
 
     def __post_init__(self) -> None:
         if self.num_train_timesteps < 2:
@@ -68,6 +73,8 @@ class GDPDConfig:
         if self.latent_dim is not None:
             _positive("latent_dim", self.latent_dim)
         _positive("hidden", self.hidden)
+        if self.prior_pretrain_steps < 0:
+            raise ValueError(f"prior_pretrain_steps must be >= 0, got {self.prior_pretrain_steps}")
         if self.weight < 0:
             raise ValueError(f"weight must be >= 0, got {self.weight}")
 

@@ -71,7 +71,7 @@ def bundled_datasets() -> list[str]:
     return sorted(names)
 
 
-def _as_list(x: object) -> list[NDArray[np.floating]]:
+def _as_list(x: object) -> list[NDArray[np.float64]]:
     """Series as a list of ``[channels, length_i]`` float arrays (lengths may differ)."""
     if isinstance(x, np.ndarray):
         if x.ndim == 2:  # [n, length] univariate

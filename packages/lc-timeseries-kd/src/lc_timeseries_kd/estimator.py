@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import NotFittedError
 
 from lc_timeseries_kd.config import METHODS, GDPDConfig, TrainConfig
 from lc_timeseries_kd.data import check_earliness, prefix_view, resample, stratified_split
@@ -151,7 +152,7 @@ class PartialSeriesClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[m
 
     def _prepare(self, X: Any) -> np.ndarray:
         if not hasattr(self, "student_"):
-            raise RuntimeError("call fit before predict")
+            raise NotFittedError("this PartialSeriesClassifier is not fitted; call fit first")
         x = resample(X, self.length)
         if x.shape[1] != self.n_channels_:
             raise ValueError(f"expected {self.n_channels_} channels, got {x.shape[1]}")
@@ -159,7 +160,8 @@ class PartialSeriesClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[m
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities ``[n, n_classes]`` of observed partial series ``X``."""
-        return predict_proba(self.student_, self._prepare(X))
+        x = self._prepare(X)
+        return predict_proba(self.student_, x)
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted labels ``[n]`` of observed partial series ``X``."""

@@ -185,6 +185,24 @@ def _n_classes(*ys: np.ndarray) -> int:
     return int(max(int(y.max()) for y in ys)) + 1
 
 
+def _pretrain_prior(
+    distiller: GDPDDistiller, t_feat: torch.Tensor, cfg: TrainConfig, gen: torch.Generator
+) -> None:
+    """``prior_pretrain_steps`` Adam steps on the prior losses over teacher features."""
+    steps = cfg.gdpd.prior_pretrain_steps
+    if steps == 0:
+        return
+    params = [p for m in distiller.prior_modules() for p in m.parameters()]
+    opt = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    n = t_feat.shape[0]
+    for _ in range(steps):
+        idx = torch.randint(0, n, (min(cfg.batch_size, n),), generator=gen)
+        loss = distiller.prior_loss(t_feat[idx], generator=gen)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+
 def train_teacher(
     x: np.ndarray,
     y: np.ndarray,
@@ -320,6 +338,7 @@ def train_student(
         extra = distiller
         select_from = cfg.warmup_epochs
         lam = cfg.gdpd.weight
+        _pretrain_prior(distiller, t_feat, cfg, gen)
 
         def on_epoch(epoch: int) -> None:
             if epoch == cfg.warmup_epochs and not cfg.gdpd.train_prior_after_warmup:
