@@ -2,6 +2,9 @@
 
 - :mod:`lc_train.oomb`: chunk-recurrent training with exact gradients over paged
   key/value memory (activation memory of one chunk, whatever the sequence length).
+- :mod:`lc_train.preference`: SoLoPO (short-context preference optimization plus
+  short-to-long reward alignment) over DPO, SimPO and ORPO rewards.
+- :mod:`lc_train.rl`: DAPO's pieces and multi-conversation advantages for memory agents.
 """
 
 from __future__ import annotations
@@ -9,6 +12,8 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from lc_train.oomb import ChunkRecurrentConfig, ChunkRecurrentResult, chunk_recurrent_backward
+from lc_train.preference import ResponseLogps, SoLoPOConfig, response_logps, solopo_loss
+from lc_train.rl import DAPOConfig, group_advantages
 
 try:
     __version__: str = version("lc-train")
@@ -18,6 +23,12 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 __all__ = [
     "ChunkRecurrentConfig",
     "ChunkRecurrentResult",
+    "DAPOConfig",
+    "ResponseLogps",
+    "SoLoPOConfig",
     "__version__",
     "chunk_recurrent_backward",
+    "group_advantages",
+    "response_logps",
+    "solopo_loss",
 ]
