@@ -146,3 +146,17 @@ def test_bad_arguments_raise_clear_errors() -> None:
         make_icl_items("chess", 1, 1)
     with pytest.raises(ValueError, match="n must"):
         make_icl_items("parity", -1, 1)
+
+
+def test_shared_exemplars_are_identical_across_queries_and_deltas() -> None:
+    def prefix(it: TaskItem) -> str:
+        return it.context.rsplit("\n\n", 1)[0]
+
+    a = make_icl_items("stack", 4, 5, delta=0.0, seed=3, shared_exemplars=True)
+    b = make_icl_items("stack", 4, 5, delta=0.85, seed=3, shared_exemplars=True)
+    assert len({prefix(it) for it in a + b}) == 1
+    assert [it.metadata["query"] for it in a] != [it.metadata["query"] for it in b]
+    # per-query exemplars differ between queries
+    c = make_icl_items("stack", 4, 5, delta=0.0, seed=3)
+    assert len({prefix(it) for it in c}) == 4
+    assert a[0].id != c[0].id

@@ -153,6 +153,8 @@ def make_icl_items(
     delta: float = 0.0,
     seed: int = 0,
     prompt_style: str = "description",
+    *,
+    shared_exemplars: bool = False,
 ) -> list[TaskItem]:
     """``n`` k-shot evaluation items of a formal task.
 
@@ -160,7 +162,9 @@ def make_icl_items(
     tasks alternate query labels (``"1"`` for even ``i``), so a constant answer scores
     exactly 50 %. Exemplar ``j`` of query ``i`` comes from the training distribution
     with a fair-coin label, and depends only on ``(seed, task, i, j)``: the exemplars
-    of a ``k``-shot prompt are the first ``k`` of the ``k + 1``-shot prompt.
+    of a ``k``-shot prompt are the first ``k`` of the ``k + 1``-shot prompt. With
+    ``shared_exemplars`` every query gets the same exemplars (those depend on
+    ``(seed, task, j)`` only), a fixed k-shot prompt whose prefix a model can cache.
 
     Args:
         task: one of :data:`lc_evals.icl.ICL_TASKS`.
@@ -170,6 +174,7 @@ def make_icl_items(
             :data:`lc_evals.icl.DELTAS`).
         seed: non-negative seed.
         prompt_style: one of :data:`PROMPT_STYLES`.
+        shared_exemplars: use one exemplar list for all queries instead of one per query.
 
     Returns:
         Items with ``context`` (preamble + exemplars + query input), ``question``
@@ -189,13 +194,21 @@ def make_icl_items(
     for i in range(n):
         want = (POSITIVE if i % 2 == 0 else NEGATIVE) if spec.binary else None
         query = spec.sample(task_rng(seed, task, 1, i), delta, want)
-        demo = [spec.sample(task_rng(seed, task, 2, i, j), 0.0, None) for j in range(shots)]
+        demo = [
+            spec.sample(
+                task_rng(seed, task, 4, j) if shared_exemplars else task_rng(seed, task, 2, i, j),
+                0.0,
+                None,
+            )
+            for j in range(shots)
+        ]
         meta: dict[str, Any] = {
             "family": "icl",
             "icl_task": task,
             "delta": delta,
             "shots": shots,
             "prompt_style": prompt_style,
+            "shared_exemplars": shared_exemplars,
             "seed": seed,
             "index": i,
             "query": query.input,
@@ -205,7 +218,8 @@ def make_icl_items(
         }
         items.append(
             TaskItem(
-                id=f"icl-{task}-{prompt_style}-d{delta:g}-k{shots}-s{seed}-{i}",
+                id=f"icl-{task}-{prompt_style}{'-shared' if shared_exemplars else ''}"
+                f"-d{delta:g}-k{shots}-s{seed}-{i}",
                 task=f"icl_{task}",
                 context=build_prompt(query, demo, text),
                 question=QUESTION,
