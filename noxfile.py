@@ -52,8 +52,9 @@ def types(session: nox.Session) -> None:
 @nox.session
 @nox.parametrize("package", PACKAGES, ids=PACKAGES)
 def tests(session: nox.Session, package: str) -> None:
-    """One package's unit tests, in an environment holding only what it declares."""
-    _sync(session, "--package", package, "--no-default-groups", "--group", "test")
+    """One package's unit tests, in an environment holding only what it declares
+    (its dependencies, all of its optional extras and its `test` group)."""
+    _sync(session, "--package", package, "--all-extras", "--no-default-groups", "--group", "test")
     session.run(
         "pytest",
         f"packages/{package}/tests",
