@@ -52,3 +52,34 @@ def test_arrivals_wait_one_round() -> None:
     q.push(np.array([False, True]), np.array([[9.0], [0.3]]), round_index=1)
     assert q.lengths.tolist() == [1, 2]
     assert q.arrival[1, :2].tolist() == [0, 1]
+
+
+@settings(max_examples=8)
+@given(
+    lam=st.floats(0.2, 0.75),
+    servers=st.integers(1, 4),
+    dim=st.integers(1, 4),
+    kind=st.sampled_from(["stochastic", "adversarial"]),
+    policy=st.sampled_from(["oracle", "random", "cqb_eps", "cqb_opt", "greedy", "fifo_ucb"]),
+    seed=st.integers(0, 1000),
+)
+def test_simulation_invariants_over_problems(
+    lam: float, servers: int, dim: int, kind: str, policy: str, seed: int
+) -> None:
+    p = ProblemConfig(
+        arrival_rate=lam,
+        slack=0.05,
+        num_servers=servers,
+        dim=dim,
+        horizon=120,
+        contexts=kind,  # type: ignore[arg-type]
+        num_instances=2,
+        runs_per_instance=2,
+        seed=seed,
+    )
+    env = make_environment(p)
+    res = simulate(make_policy(policy, env.theta), env, p.slack, p.param_norm, seed=seed)
+    assert res.lengths.min() >= 0
+    expected = np.cumsum(env.arrivals, axis=1) - np.cumsum(res.departures, axis=1)
+    np.testing.assert_array_equal(res.lengths, expected)
+    assert np.all(res.servers < servers)
