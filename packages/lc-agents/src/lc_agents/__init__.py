@@ -1,12 +1,97 @@
-"""LLM backends and long-document agents."""
+"""LLM backends and long-document agents.
+
+The main entry points:
+
+* :class:`LocalBackend` (a transformers model, by default the embedded
+  SmolLM2-135M-Instruct) and :class:`OpenAICompatibleBackend` (any OpenAI-compatible
+  server), both :class:`ChatBackend`\\ s and ``lc_evals.ChatModel``\\ s;
+* :class:`MemAgent` with :class:`MemAgentConfig`: answer a question over a document of
+  any length with a bounded memory rewritten after every chunk;
+* :func:`load_model`: the offline model loader;
+* the ``lc-agents`` command line (``lc-agents ask --demo``).
+
+Heavy modules (torch, transformers, httpx, FastAPI) load on first use.
+"""
 
 from __future__ import annotations
 
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+from lc_agents.errors import (
+    AgentError,
+    BackendError,
+    BackendHTTPError,
+    BackendUnreachableError,
+    CheckpointError,
+    EmptyReplyError,
+    InputError,
+    ModelLoadError,
+)
+
+if TYPE_CHECKING:
+    from lc_agents.backends.base import ChatBackend
+    from lc_agents.backends.local import LocalBackend
+    from lc_agents.backends.openai_http import OpenAICompatibleBackend
+    from lc_agents.constrained import SpanCopyConstraint
+    from lc_agents.memagent import (
+        MemAgent,
+        MemAgentConfig,
+        MemAgentPrompts,
+        MemAgentResult,
+        MemoryStep,
+    )
+    from lc_agents.models import load_model, load_tokenizer
 
 try:
     __version__: str = version("lc-agents")
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0+unknown"
 
-__all__ = ["__version__"]
+_LAZY = {
+    "ChatBackend": "lc_agents.backends.base",
+    "LocalBackend": "lc_agents.backends.local",
+    "OpenAICompatibleBackend": "lc_agents.backends.openai_http",
+    "SpanCopyConstraint": "lc_agents.constrained",
+    "MemAgent": "lc_agents.memagent",
+    "MemAgentConfig": "lc_agents.memagent",
+    "MemAgentPrompts": "lc_agents.memagent",
+    "MemAgentResult": "lc_agents.memagent",
+    "MemoryStep": "lc_agents.memagent",
+    "load_model": "lc_agents.models",
+    "load_tokenizer": "lc_agents.models",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lc_agents' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "AgentError",
+    "BackendError",
+    "BackendHTTPError",
+    "BackendUnreachableError",
+    "ChatBackend",
+    "CheckpointError",
+    "EmptyReplyError",
+    "InputError",
+    "LocalBackend",
+    "MemAgent",
+    "MemAgentConfig",
+    "MemAgentPrompts",
+    "MemAgentResult",
+    "MemoryStep",
+    "ModelLoadError",
+    "OpenAICompatibleBackend",
+    "SpanCopyConstraint",
+    "__version__",
+    "load_model",
+    "load_tokenizer",
+]

@@ -1,0 +1,218 @@
+"""The ``lc-agents`` command line: ``ask`` (one document, one question) and ``serve``.
+
+Examples::
+
+    lc-agents ask --demo
+    lc-agents ask report.pdf --question "Which year did revenue peak?"
+    lc-agents ask notes.md -q "..." --endpoint http://127.0.0.1:8000/v1 --model qwen3-8b
+    lc-agents serve --port 8080
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from lc_agents.errors import AgentError
+
+app = typer.Typer(
+    name="lc-agents",
+    help="Answer questions over documents of any length with a memory agent (MemAgent).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+DEMO_LENGTH = 16384
+DEMO_SEED = 0
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def build_backend(endpoint: str | None, model: str | None, api_key: str | None = None) -> Any:
+    """The chat backend chosen on the command line (local embedded model by default)."""
+    if endpoint:
+        from lc_agents.backends.openai_http import OpenAICompatibleBackend
+
+        if not model:
+            raise typer.BadParameter("--endpoint needs --model NAME", param_hint="--model")
+        return OpenAICompatibleBackend(endpoint, model, api_key=api_key, max_retries=2)
+    from lc_agents.backends.local import LocalBackend
+
+    return LocalBackend(model)
+
+
+def build_config(chunk_tokens: int | None, memory_tokens: int | None, plain: bool) -> Any:
+    """MemAgent config from the CLI options (defaults tuned for the embedded model)."""
+    from dataclasses import replace
+
+    from lc_agents.memagent import MemAgentConfig
+
+    cfg = MemAgentConfig.plain() if plain else MemAgentConfig()
+    if chunk_tokens is not None:
+        cfg = replace(cfg, chunk_tokens=chunk_tokens)
+    if memory_tokens is not None:
+        cfg = replace(cfg, memory_tokens=memory_tokens)
+    return cfg
+
+
+@app.command()
+def ask(
+    file: Annotated[
+        pathlib.Path | None,
+        typer.Argument(help="Document to read: .txt, .md (any UTF-8 text) or .pdf."),
+    ] = None,
+    question: Annotated[
+        str | None, typer.Option("--question", "-q", help="The question to answer.")
+    ] = None,
+    demo: Annotated[
+        bool,
+        typer.Option("--demo", help="Generate a long needle-in-a-haystack document and answer it."),
+    ] = False,
+    demo_length: Annotated[
+        int, typer.Option(help="Length of the demo document (tokens).", min=512)
+    ] = DEMO_LENGTH,
+    seed: Annotated[int, typer.Option(help="Seed of the demo document.")] = DEMO_SEED,
+    endpoint: Annotated[
+        str | None,
+        typer.Option(help="OpenAI-compatible server URL, e.g. http://127.0.0.1:8000/v1."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model name at --endpoint, or a local model directory."),
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(envvar="OPENAI_API_KEY", help="API key for --endpoint.")
+    ] = None,
+    chunk_tokens: Annotated[int | None, typer.Option(min=16, help="Tokens per chunk.")] = None,
+    memory_tokens: Annotated[
+        int | None, typer.Option(min=8, help="Memory budget (tokens).")
+    ] = None,
+    plain: Annotated[
+        bool, typer.Option("--plain", help="Plain prompting, no copy-constrained decoding.")
+    ] = False,
+    show_memory: Annotated[
+        bool, typer.Option("--show-memory", help="Print the memory after every chunk.")
+    ] = False,
+    checkpoint: Annotated[
+        pathlib.Path | None,
+        typer.Option(help="JSON checkpoint; an interrupted run resumes from it."),
+    ] = None,
+) -> None:
+    """Read a document chunk by chunk with MemAgent and answer a question about it."""
+    expected: tuple[str, ...] | None = None
+    try:
+        if demo:
+            if file is not None:
+                raise _fail("give either FILE or --demo, not both", 2)
+            backend = build_backend(endpoint, model, api_key)
+            document, question, expected = _demo_item(backend, demo_length, seed)
+        else:
+            if file is None:
+                raise _fail("give a FILE to read (or --demo)", 2)
+            if question is None or not question.strip():
+                raise _fail("missing --question: what should be answered about the document?", 2)
+            from lc_agents.documents import read_document
+
+            document = read_document(file)
+            backend = build_backend(endpoint, model, api_key)
+        from lc_agents.memagent import MemAgent
+
+        agent = MemAgent(backend, build_config(chunk_tokens, memory_tokens, plain))
+        out.print(f"[bold]Question:[/] {question}", highlight=False)
+        result = agent.run(document, question, checkpoint=checkpoint, progress=True)
+    except AgentError as exc:
+        raise _fail(str(exc)) from None
+    if show_memory:
+        out.print("[bold]Memory trace:[/]")
+        for step in result.trace:
+            tag = "kept" if step.kept else "new"
+            out.print(
+                f"  chunk {step.chunk_index + 1}/{result.n_chunks} [{tag}] {step.memory!r}",
+                highlight=False,
+            )
+    if expected is not None:
+        out.print(f"[bold]Expected:[/] {' / '.join(expected)}", highlight=False)
+    out.print(f"[bold]Answer:[/] {result.answer}", highlight=False)
+    if expected is not None:
+        ok = any(e.lower() in result.answer.lower() for e in expected)
+        out.print("[green]correct[/]" if ok else "[red]incorrect[/]")
+    out.print(
+        f"[dim]{result.document_tokens} tokens in {result.n_chunks} chunks, "
+        f"{result.seconds:.1f} s[/]",
+        highlight=False,
+    )
+
+
+def _demo_item(backend: Any, length: int, seed: int) -> tuple[str, str, tuple[str, ...]]:
+    import lc_evals
+    from lc_agents.models import load_tokenizer
+
+    tokenizer = getattr(backend, "tokenizer", None) or load_tokenizer()
+    item = lc_evals.generate(
+        "niah_single",
+        n=1,
+        length=length,
+        seed=seed,
+        tokenizer=tokenizer,
+        haystack="essay",
+        value_kind="number",
+    )[0]
+    err.print(
+        f"[dim]demo: a {length}-token essay with one hidden 7-digit number (seed {seed})[/]",
+        highlight=False,
+    )
+    return item.context, item.question, item.answers
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str, typer.Option(help="Interface to bind (loopback by default).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8000,
+    endpoint: Annotated[
+        str | None, typer.Option(help="Backend: OpenAI-compatible server URL.")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Backend model name, or a local model directory.")
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(envvar="OPENAI_API_KEY", help="API key for --endpoint.")
+    ] = None,
+    chunk_tokens: Annotated[int | None, typer.Option(min=16, help="Tokens per chunk.")] = None,
+    memory_tokens: Annotated[
+        int | None, typer.Option(min=8, help="Memory budget (tokens).")
+    ] = None,
+    plain: Annotated[
+        bool, typer.Option("--plain", help="Plain prompting, no copy-constrained decoding.")
+    ] = False,
+) -> None:
+    """Serve MemAgent as an OpenAI-compatible chat-completions API."""
+    import uvicorn
+
+    from lc_agents.server import create_app
+
+    try:
+        backend = build_backend(endpoint, model, api_key)
+        app_ = create_app(backend, build_config(chunk_tokens, memory_tokens, plain))
+    except AgentError as exc:
+        raise _fail(str(exc)) from None
+    err.print(f"serving MemAgent on http://{host}:{port}/v1", highlight=False)
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,147 @@
+"""Configuration of :class:`~lc_agents.memagent.MemAgent`: sizes, decoding mode and prompts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+__all__ = ["MemAgentConfig", "MemAgentPrompts"]
+
+_UPDATE_FIELDS = ("question", "memory", "chunk")
+_ANSWER_FIELDS = ("question", "memory")
+
+
+@dataclass(frozen=True)
+class MemAgentPrompts:
+    """The two prompts of the agent, as ``str.format`` templates.
+
+    ``update`` is filled with ``{question}``, ``{memory}`` and ``{chunk}`` and asks for
+    the new memory; ``answer`` is filled with ``{question}`` and ``{memory}`` and asks for
+    the final answer. ``system`` (optional) is sent as the system message of both.
+    Write ``{{`` and ``}}`` for literal braces.
+    """
+
+    system: str = "You take careful, literal notes. You never make up facts."
+    update: str = (
+        "I am reading a long document section by section and keeping notes for one question.\n"
+        "\n"
+        "Question: {question}\n"
+        "\n"
+        "Notes so far:\n"
+        "{memory}\n"
+        "\n"
+        "Next section of the document:\n"
+        "<section>\n"
+        "{chunk}\n"
+        "</section>\n"
+        "\n"
+        "Write the new notes. Copy word for word the sentence from the section or from the "
+        "notes that answers the question. If the section says nothing about the question, "
+        "reply with the single word: none"
+    )
+    answer: str = (
+        "Notes taken while reading a document:\n"
+        "{memory}\n"
+        "\n"
+        "Question: {question}\n"
+        "Answer with the exact value copied from the notes, nothing else."
+    )
+
+    def __post_init__(self) -> None:
+        for name, needed in (("update", _UPDATE_FIELDS), ("answer", _ANSWER_FIELDS)):
+            template = getattr(self, name)
+            for key in needed:
+                if "{" + key + "}" not in template:
+                    raise ValueError(
+                        f"MemAgentPrompts.{name} must contain the placeholder {{{key}}}; "
+                        f"allowed placeholders: {list(needed)}"
+                    )
+            try:
+                template.format(**{k: "" for k in needed})
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ValueError(
+                    f"MemAgentPrompts.{name} is not a valid template with placeholders "
+                    f"{list(needed)}: {exc}"
+                ) from exc
+
+
+@dataclass(frozen=True)
+class MemAgentConfig:
+    """Sizes and decoding choices of MemAgent.
+
+    The defaults are tuned for the embedded SmolLM2-135M-Instruct (8K window): 1024-token
+    chunks, a 128-token memory, and *copy-constrained* memory and answer decoding, so that
+    the small model can only write spans of the text it has read (see
+    :mod:`lc_agents.constrained`). :meth:`paper` gives the paper's setting (5000-token
+    chunks, 1024-token memory, free generation), meant for capable models.
+
+    Attributes:
+        chunk_tokens: tokens of the document per chunk (> 0).
+        memory_tokens: token budget of the memory (> 0); longer memories are cut.
+        answer_tokens: cap on the tokens of the final answer (> 0).
+        copy_memory: constrain memory updates to spans of the chunk and previous memory
+            (needs a backend with ``supports_constraints``; others fall back to free text).
+        copy_answer: constrain the final answer to spans of the memory.
+        max_spans: at most this many copied spans per memory update.
+        keep_word: a reply equal to this word (case-insensitive) keeps the memory unchanged.
+        initial_memory: the memory shown before the first chunk.
+        prompts: the prompt templates.
+    """
+
+    chunk_tokens: int = 1024
+    memory_tokens: int = 128
+    answer_tokens: int = 32
+    copy_memory: bool = True
+    copy_answer: bool = True
+    max_spans: int | None = 2
+    keep_word: str = "none"
+    initial_memory: str = "No notes yet."
+    prompts: MemAgentPrompts = field(default_factory=MemAgentPrompts)
+
+    def __post_init__(self) -> None:
+        for name in ("chunk_tokens", "memory_tokens", "answer_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"MemAgentConfig.{name} must be an integer >= 1, got {value!r}")
+        if self.max_spans is not None and self.max_spans < 1:
+            raise ValueError(f"MemAgentConfig.max_spans must be >= 1 or None, got {self.max_spans}")
+        if not self.keep_word.strip():
+            raise ValueError("MemAgentConfig.keep_word must be a non-empty word")
+        if not isinstance(self.prompts, MemAgentPrompts):
+            raise ValueError(
+                f"MemAgentConfig.prompts must be a MemAgentPrompts, got {type(self.prompts).__name__}"
+            )
+
+    @classmethod
+    def paper(cls) -> MemAgentConfig:
+        """The MemAgent paper's setting: 5000-token chunks, 1024-token memory, free text."""
+        return cls(
+            chunk_tokens=5000,
+            memory_tokens=1024,
+            answer_tokens=256,
+            copy_memory=False,
+            copy_answer=False,
+            max_spans=None,
+            initial_memory="No previous memory",
+        )
+
+    @classmethod
+    def plain(cls, chunk_tokens: int = 1024, memory_tokens: int = 128) -> MemAgentConfig:
+        """Plain prompting (no decoding constraints) at the given sizes: the baseline."""
+        return cls(
+            chunk_tokens=chunk_tokens,
+            memory_tokens=memory_tokens,
+            copy_memory=False,
+            copy_answer=False,
+        )
+
+    def fingerprint_fields(self) -> dict[str, object]:
+        """The fields that change a run's result (what a checkpoint must match)."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = (
+                {p.name: getattr(value, p.name) for p in fields(value)}
+                if isinstance(value, MemAgentPrompts)
+                else value
+            )
+        return out
