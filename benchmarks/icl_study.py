@@ -384,6 +384,33 @@ def plot(cells: Sequence[Cell], path: pathlib.Path) -> None:
         plt.close(fig)
 
 
+SHIFT_STATS = {
+    "parity": "zero_fraction",
+    "pattern_matching": "length",
+    "reversal": "repeat_fraction",
+    "stack": "push_fraction",
+    "hamiltonian": "density",
+    "maze_complete": "anisotropy",
+    "maze_solve": "anisotropy",
+    "vending_machine": "coin5_fraction",
+    "vending_machine_sum": "coin5_fraction",
+}
+
+
+def shift_table(n: int = 500, seed: int = 0) -> dict[str, dict[str, float]]:
+    """Mean of each task's shifted statistic at every paper delta (no model needed)."""
+    from lc_evals.icl import generate_examples
+
+    table = {}
+    for task, stat in SHIFT_STATS.items():
+        row = {}
+        for d in DELTAS:
+            vals = [e.stats[stat] for e in generate_examples(task, n, delta=d, seed=seed)]
+            row[f"{d:g}"] = round(sum(vals) / len(vals), 4)
+        table[f"{task}:{stat}"] = row
+    return table
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
@@ -404,7 +431,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     ap.add_argument("--bf16", action="store_true", help="run the model in bfloat16")
     ap.add_argument("--out", default=str(OUT_DIR / "icl_study.json"))
+    ap.add_argument("--shift-stats", action="store_true", help="only write the shift table")
     args = ap.parse_args(argv)
+    if args.shift_stats:
+        table = shift_table()
+        path = pathlib.Path(args.out).with_name("icl_shift_stats.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(table, indent=1))
+        print(json.dumps(table, indent=1))
+        return
 
     import torch
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lc_evals import TaskItem
@@ -33,8 +33,9 @@ def _shot_blocks(item: TaskItem) -> int:
 
 
 @pytest.mark.parametrize("task", ICL_TASKS)
+@settings(max_examples=10)
 @given(
-    shots=st.integers(0, 12),
+    shots=st.integers(0, 10),
     delta=st.sampled_from(DELTAS),
     seed=st.integers(0, 10_000),
     style=st.sampled_from(PROMPT_STYLES),
@@ -48,6 +49,7 @@ def test_items_have_exact_shots_and_checked_answers(
         assert _shot_blocks(it) == shots == it.metadata["shots"]
         assert len(it.metadata["shot_labels"]) == shots
         assert it.question == "Output:"
+        assert it.metadata["scorer"] == "exact_match"
         assert it.answers == (it.metadata["label"],)
         assert check_label(task, it.metadata["query"]) == it.answers[0]
         assert it.context.endswith(it.metadata["query"])
@@ -65,6 +67,7 @@ def test_exemplar_labels_in_the_prompt_are_correct() -> None:
         assert out == label == check_label("vending_machine_sum", text.removeprefix("Input: "))
 
 
+@settings(max_examples=10)
 @given(seed=st.integers(0, 10_000), shots=st.integers(0, 10))
 def test_same_seed_same_items_and_shots_are_prefixes(seed: int, shots: int) -> None:
     a = make_icl_items("reversal", 3, shots, delta=0.45, seed=seed)
@@ -160,3 +163,12 @@ def test_shared_exemplars_are_identical_across_queries_and_deltas() -> None:
     c = make_icl_items("stack", 4, 5, delta=0.0, seed=3)
     assert len({prefix(it) for it in c}) == 4
     assert a[0].id != c[0].id
+
+
+def test_items_are_scored_by_the_harness_scorer_without_registration() -> None:
+    from lc_evals.scorers import score
+
+    for it in make_icl_items("vending_machine", 4, 2, delta=0.2, seed=1):
+        wrong = "0" if it.answers[0] == "1" else "1"
+        assert score(it, it.answers[0]) == 1.0
+        assert score(it, wrong) == 0.0

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lc_evals.icl import DELTAS, ICL_TASKS, check_label, generate_examples, make_icl_items
@@ -45,6 +45,7 @@ def test_the_nine_tasks_are_registered_in_paper_order() -> None:
 
 
 @pytest.mark.parametrize("task", ICL_TASKS)
+@settings(max_examples=15)
 @given(seed=st.integers(0, 2**31 - 1), delta=deltas)
 def test_labels_agree_with_the_independent_checker(task: str, seed: int, delta: float) -> None:
     for ex in generate_examples(task, 6, delta=delta, seed=seed):
@@ -60,6 +61,7 @@ def test_forced_labels_are_honoured_and_checked(task: str, label: str) -> None:
 
 
 @pytest.mark.parametrize("task", ICL_TASKS)
+@settings(max_examples=8)
 @given(seed=st.integers(0, 2**31 - 1), delta=st.sampled_from(DELTAS))
 def test_same_seed_gives_the_same_examples(task: str, seed: int, delta: float) -> None:
     a = generate_examples(task, 3, delta=delta, seed=seed)

@@ -179,7 +179,9 @@ def make_icl_items(
     Returns:
         Items with ``context`` (preamble + exemplars + query input), ``question``
         (``"Output:"``) and ``answers`` (the label). ``metadata`` records the task,
-        shift, shot count, style, seed, the query input, its label and shift statistics.
+        shift, shot count, style, seed, the query input, its label, shift statistics and
+        ``scorer="exact_match"`` (so the harness scores the items without a registry
+        entry).
 
     Example:
         >>> items = make_icl_items("parity", n=2, shots=3, delta=0.2, seed=0)
@@ -204,6 +206,7 @@ def make_icl_items(
         ]
         meta: dict[str, Any] = {
             "family": "icl",
+            "scorer": "exact_match",
             "icl_task": task,
             "delta": delta,
             "shots": shots,
