@@ -94,7 +94,8 @@ def test_gla_matches_closed_form_and_gradients():
     for a, e in zip(g_out, g_ref, strict=True):
         torch.testing.assert_close(a, e, rtol=1e-9, atol=1e-9)
     assert torch.autograd.gradcheck(
-        lambda *xs: gla_chunk(*xs, chunk_size=3)[0], [x[:1, :5, :1, :2].detach().clone().requires_grad_() for x in (q, k, v, g)]
+        lambda *xs: gla_chunk(*xs, chunk_size=3)[0],
+        [x[:1, :5, :1, :2].detach().clone().requires_grad_() for x in (q, k, v, g)],
     )
 
 
@@ -172,15 +173,21 @@ def test_mlstm_prefill_then_decode_matches_full_sequence():
     q, k, v, _ = _inputs(1, 20, 2, 4, 4, seed=13)
     i, f = torch.randn(1, 20, 2, dtype=F64) * 4, torch.randn(1, 20, 2, dtype=F64) * 2
     full = mlstm(q, k, v, i, f, backend="torch")
-    _, state = mlstm_parallel(q[:, :12], k[:, :12], v[:, :12], i[:, :12], f[:, :12], return_state=True)
-    tail, _ = mlstm_recurrent(q[:, 12:], k[:, 12:], v[:, 12:], i[:, 12:], f[:, 12:], initial_state=state)
+    _, state = mlstm_parallel(
+        q[:, :12], k[:, :12], v[:, :12], i[:, :12], f[:, :12], return_state=True
+    )
+    tail, _ = mlstm_recurrent(
+        q[:, 12:], k[:, 12:], v[:, 12:], i[:, 12:], f[:, 12:], initial_state=state
+    )
     torch.testing.assert_close(tail, full[:, 12:], rtol=1e-10, atol=1e-10)
 
 
 def test_layers_decode_step_by_step_like_the_parallel_form():
     torch.manual_seed(0)
     x = torch.randn(2, 13, 32, dtype=F64)
-    gla = GatedLinearAttention(GLAConfig(d_model=32, n_heads=2, chunk_size=4, backend="torch")).double()
+    gla = GatedLinearAttention(
+        GLAConfig(d_model=32, n_heads=2, chunk_size=4, backend="torch")
+    ).double()
     y, _ = gla(x)
     state, steps = None, []
     for s in range(13):
@@ -263,7 +270,8 @@ def test_missing_mlstm_kernels_is_named():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(
-    not (torch.cuda.is_available() and available("fla")), reason="needs CUDA and flash-linear-attention"
+    not (torch.cuda.is_available() and available("fla")),
+    reason="needs CUDA and flash-linear-attention",
 )
 def test_matches_fla_on_gpu():
     from fla.ops.gla.naive import naive_recurrent_gla
