@@ -207,7 +207,8 @@ def test_layers_decode_step_by_step_like_the_parallel_form():
 
 def test_linear_attention_layer_has_no_gate_and_trains():
     layer = GatedLinearAttention(GLAConfig(d_model=16, n_heads=2, gate="none", backend="torch"))
-    assert layer.gate_proj is None and layer.log_decay(torch.randn(1, 3, 16)) is None
+    assert layer.gate_proj is None
+    assert layer.log_decay(torch.randn(1, 3, 16)) is None
     x = torch.randn(2, 7, 16)
     layer(x)[0].sum().backward()
     assert all(p.grad is not None for p in layer.parameters())

@@ -13,7 +13,7 @@ from lc_attention.linear import StochasticWindow, SWAXConfig, SWAXModel, sliding
 
 
 def _naive_swa(q, k, v, window):
-    b, t, h, d = q.shape
+    t, d = q.shape[1], q.shape[-1]
     out = torch.zeros_like(v)
     for i in range(t):
         lo = max(0, i - window + 1)
