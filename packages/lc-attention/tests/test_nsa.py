@@ -160,3 +160,24 @@ def test_tiny_nsa_transformer_learns_retrieval_beyond_the_window():
         after = (model(test_x)[:, -1].argmax(-1) == test_y).float().mean().item()
     assert before < 0.3
     assert after > 0.9, f"accuracy {after:.3f} after 200 steps"
+
+
+def test_decoding_with_the_cache_matches_the_full_forward():
+    """Prefill 21 tokens, then decode one at a time: outputs and selections match a full pass."""
+    layer = _layer(seed=3, top_k=3, window_size=10)
+    x = torch.randn(2, 75, 48, dtype=torch.float64)
+    full, idx_full = layer(x, return_indices=True)
+    from lc_attention import NSACache
+
+    cache = NSACache()
+    outs, idxs = [], []
+    for a, e in [(0, 21), *((t, t + 1) for t in range(21, 75))]:
+        o, i = layer(x[:, a:e], return_indices=True, cache=cache)
+        outs.append(o)
+        idxs.append(i)
+    assert cache.length == 75
+    assert cache.k_cmp is not None
+    assert cache.k_cmp.shape[1] == (75 - 8) // 4 + 1
+    torch.testing.assert_close(torch.cat(outs, 1), full)
+    got = torch.cat(idxs, 1).sort(-1).values
+    assert torch.equal(got, idx_full.sort(-1).values)

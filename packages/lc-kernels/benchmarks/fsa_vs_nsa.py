@@ -36,7 +36,9 @@ OUT = Path(__file__).resolve().parents[3] / "docs" / "benchmarks" / "lc-kernels"
 BLOCK, TOPK, HKV, D = 64, 16, 4, 128
 
 
-def make_inputs(t: int, g: int, hkv: int, d: int, dtype: torch.dtype, device: str, seed: int = 0) -> dict[str, Any]:
+def make_inputs(
+    t: int, g: int, hkv: int, d: int, dtype: torch.dtype, device: str, seed: int = 0
+) -> dict[str, Any]:
     """Random q, k, v, dO and a top-k causal selection with forced initial/local blocks."""
     gen = torch.Generator(device=device).manual_seed(seed)
     q = torch.randn(1, t, hkv * g, d, device=device, dtype=dtype, generator=gen)
@@ -60,13 +62,17 @@ def sdpa_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tens
 def _fla_fn() -> Callable[..., torch.Tensor] | None:
     try:
         from fla.ops.nsa import parallel_nsa  # type: ignore[import-not-found]
-    except Exception:  # noqa: BLE001 - any import failure means "not installable here"
+    except Exception:
         return None
 
     def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        ids = idx.clamp_min(0).long()  # unused slots repeat block 0: same work, no -1 semantics needed
+        ids = idx.clamp_min(
+            0
+        ).long()  # unused slots repeat block 0: same work, no -1 semantics needed
         try:
-            return parallel_nsa(q, k, v, block_indices=ids, block_counts=ids.shape[-1], block_size=BLOCK)
+            return parallel_nsa(
+                q, k, v, block_indices=ids, block_counts=ids.shape[-1], block_size=BLOCK
+            )
         except TypeError:  # older signature: gates are positional
             ones = torch.ones(q.shape[:3], device=q.device, dtype=q.dtype)
             return parallel_nsa(q, k, v, ones, torch.zeros_like(ones), ids, ids.shape[-1], BLOCK)
@@ -74,10 +80,16 @@ def _fla_fn() -> Callable[..., torch.Tensor] | None:
     return run
 
 
-def _impls(fla: Callable[..., torch.Tensor] | None, g: int) -> dict[str, Callable[[dict[str, Any]], torch.Tensor]]:
+def _impls(
+    fla: Callable[..., torch.Tensor] | None, g: int
+) -> dict[str, Callable[[dict[str, Any]], torch.Tensor]]:
     impls: dict[str, Callable[[dict[str, Any]], torch.Tensor]] = {
-        "fsa": lambda x: selected_attention(x["q"], x["k"], x["v"], x["idx"], BLOCK, backend="triton", order="fsa"),
-        "nsa_order": lambda x: selected_attention(x["q"], x["k"], x["v"], x["idx"], BLOCK, backend="triton", order="nsa"),
+        "fsa": lambda x: selected_attention(
+            x["q"], x["k"], x["v"], x["idx"], BLOCK, backend="triton", order="fsa"
+        ),
+        "nsa_order": lambda x: selected_attention(
+            x["q"], x["k"], x["v"], x["idx"], BLOCK, backend="triton", order="nsa"
+        ),
         "dense_sdpa": lambda x: sdpa_causal(x["q"], x["k"], x["v"]),
     }
     if fla is not None and g >= 16:
@@ -86,11 +98,13 @@ def _impls(fla: Callable[..., torch.Tensor] | None, g: int) -> dict[str, Callabl
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.double(), b.double()
+    a, b = a.detach().double(), b.detach().double()
     return float((a - b).pow(2).mean().sqrt() / b.pow(2).mean().sqrt())
 
 
-def gpu_correctness(t: int = 4096, device: str = "cuda", dtype: torch.dtype = torch.bfloat16) -> list[dict[str, Any]]:
+def gpu_correctness(
+    t: int = 4096, device: str = "cuda", dtype: torch.dtype = torch.bfloat16
+) -> list[dict[str, Any]]:
     """Kernels vs the fp32 reference on the same (rounded) inputs: rel. RMS of o, dq, dk, dv."""
     rows = []
     for g in (1, 2, 4, 8):
@@ -103,31 +117,54 @@ def gpu_correctness(t: int = 4096, device: str = "cuda", dtype: torch.dtype = to
             o = selected_attention(*ins, x["idx"], BLOCK, backend="triton", order=order)
             o.backward(x["do"])
             errs = [_rel(o, ref)] + [_rel(a.grad, b.grad) for a, b in zip(ins, ref_in, strict=True)]
-            rows.append({"T": t, "G": g, "order": order, **dict(zip(("o", "dq", "dk", "dv"), errs, strict=True))})
-            print(f"correctness T={t} G={g} {order}: " + " ".join(f"{k}={v:.2e}" for k, v in rows[-1].items() if k in "o dq dk dv"))
+            rows.append(
+                {
+                    "T": t,
+                    "G": g,
+                    "order": order,
+                    **dict(zip(("o", "dq", "dk", "dv"), errs, strict=True)),
+                }
+            )
+            print(
+                f"correctness T={t} G={g} {order}: "
+                + " ".join(f"{k}={v:.2e}" for k, v in rows[-1].items() if k in "o dq dk dv")
+            )
     return rows
 
 
-def run_gpu(lengths: list[int], groups: list[int], budget_s: float, smoke: bool = False) -> dict[str, Any]:
+def run_gpu(
+    lengths: list[int], groups: list[int], budget_s: float, smoke: bool = False
+) -> dict[str, Any]:
     """The GPU comparison; ``smoke=True`` runs the same code on CPU tensors (Triton interpreter, fp16, tiny T)."""
     start = time.time()
     fla = _fla_fn()
     device, dtype = ("cpu", torch.float16) if smoke else ("cuda", torch.bfloat16)
     if smoke:
 
-        def do_bench(fn: Callable[[], Any], warmup: int = 0, rep: int = 0, grad_to_none: Any = None) -> float:
+        def do_bench(
+            fn: Callable[[], Any], warmup: int = 0, rep: int = 0, grad_to_none: Any = None
+        ) -> float:
             return _time_cpu(fn, reps=1)
     else:
         from triton.testing import do_bench
     result: dict[str, Any] = {
         "machine": "smoke test on CPU" if smoke else torch.cuda.get_device_name(),
         "torch": torch.__version__,
-        "config": {"dtype": str(dtype), "batch": 1, "kv_heads": HKV, "head_dim": D, "block_size": BLOCK, "top_k": TOPK},
+        "config": {
+            "dtype": str(dtype),
+            "batch": 1,
+            "kv_heads": HKV,
+            "head_dim": D,
+            "block_size": BLOCK,
+            "top_k": TOPK,
+        },
         "fla_installed": fla is not None,
         "correctness": gpu_correctness(lengths[0] if smoke else 4096, device, dtype),
         "timings": [],
     }
-    plan = [(t, g) for t in lengths for g in groups] + ([(t, 16) for t in lengths] if fla is not None else [])
+    plan = [(t, g) for t in lengths for g in groups] + (
+        [(t, 16) for t in lengths] if fla is not None else []
+    )
     for t, g in plan:
         if time.time() - start > budget_s:
             print(f"time budget reached, skipping T={t} G={g}")
@@ -137,15 +174,15 @@ def run_gpu(lengths: list[int], groups: list[int], budget_s: float, smoke: bool 
         for name, fn in _impls(fla, g).items():
             row: dict[str, Any] = {"T": t, "G": g, "impl": name}
             try:
-                row["fwd_ms"] = do_bench(lambda fn=fn: fn(x), warmup=10, rep=40)
+                row["fwd_ms"] = do_bench(lambda fn=fn, x=x: fn(x), warmup=10, rep=40)
                 qkv = [x[n].clone().requires_grad_(True) for n in ("q", "k", "v")]
                 y = dict(x, q=qkv[0], k=qkv[1], v=qkv[2])
 
                 def fwd_bwd(fn=fn, y=y) -> None:
-                    fn(y).backward(x["do"])
+                    fn(y).backward(y["do"])
 
                 row["fwd_bwd_ms"] = do_bench(fwd_bwd, warmup=5, rep=40, grad_to_none=qkv)
-            except Exception as exc:  # noqa: BLE001 - record, keep benchmarking the others
+            except Exception as exc:
                 row["error"] = f"{type(exc).__name__}: {exc}"[:300]
             result["timings"].append(row)
             print(row, flush=True)
@@ -201,7 +238,9 @@ def run_cpu(lengths: list[int], groups: list[int]) -> dict[str, Any]:
             scores = torch.rand(1, t, hkv, nb, generator=torch.Generator().manual_seed(1))
             x["idx"] = topk_blocks_from_scores(scores, block, topk, 1, 2)
             fns = {
-                "reference": lambda x=x: selected_attention(x["q"], x["k"], x["v"], x["idx"], block, backend="torch"),
+                "reference": lambda x=x: selected_attention(
+                    x["q"], x["k"], x["v"], x["idx"], block, backend="torch"
+                ),
                 "dense_sdpa": lambda x=x: sdpa_causal(x["q"], x["k"], x["v"]),
             }
             for name, fn in fns.items():
@@ -214,12 +253,25 @@ def run_cpu(lengths: list[int], groups: list[int]) -> dict[str, Any]:
                         o = sdpa_causal(*qkv)
                     o.backward(x["do"])
 
-                row = {"T": t, "G": g, "impl": name, "fwd_ms": _time_cpu(fn), "fwd_bwd_ms": _time_cpu(fwd_bwd)}
+                row = {
+                    "T": t,
+                    "G": g,
+                    "impl": name,
+                    "fwd_ms": _time_cpu(fn),
+                    "fwd_bwd_ms": _time_cpu(fwd_bwd),
+                }
                 rows.append(row)
                 print(row, flush=True)
     return {
         "machine": f"2-core CPU ({platform.machine()}, 1 torch thread), torch {torch.__version__}",
-        "config": {"dtype": "float32", "batch": 1, "kv_heads": hkv, "head_dim": d, "block_size": block, "top_k": topk},
+        "config": {
+            "dtype": "float32",
+            "batch": 1,
+            "kv_heads": hkv,
+            "head_dim": d,
+            "block_size": block,
+            "top_k": topk,
+        },
         "timings": rows,
     }
 
@@ -255,8 +307,17 @@ def plot(result: dict[str, Any], path: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting GPU cases after this many seconds")
-    ap.add_argument("--smoke", action="store_true", help="run the GPU code path on CPU at tiny sizes (set TRITON_INTERPRET=1); writes nothing")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=420.0,
+        help="stop starting GPU cases after this many seconds",
+    )
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="run the GPU code path on CPU at tiny sizes (set TRITON_INTERPRET=1); writes nothing",
+    )
     args = ap.parse_args()
     if args.smoke:
         res = run_gpu([128], [1, 3], args.budget_s, smoke=True)

@@ -22,6 +22,7 @@ _LAZY = {
     "NativeSparseAttention": "lc_attention.nsa",
     "NSATransformer": "lc_attention.nsa",
     "CompressionMLP": "lc_attention.nsa",
+    "NSACache": "lc_attention.nsa",
 }
 
 __all__ = ["__version__", *_LAZY]

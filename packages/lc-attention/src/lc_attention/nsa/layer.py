@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from lc_attention.nsa.cache import NSACache, masked_attention
 from lc_attention.nsa.config import NSAConfig
 from lc_attention.rope import apply_rotary, rotary_tables
 
@@ -71,17 +72,26 @@ class NativeSparseAttention(nn.Module):
         self.gate = nn.Linear(c.hidden_size, 3 * c.num_heads)
 
     def forward(
-        self, x: torch.Tensor, return_indices: bool = False
+        self, x: torch.Tensor, return_indices: bool = False, cache: NSACache | None = None
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """Apply the layer.
+        """Apply the layer to a whole sequence, or to new tokens given a decode cache.
 
         Args:
-            x: ``[B, T, hidden_size]`` hidden states.
+            x: ``[B, T, hidden_size]`` hidden states (with ``cache``: the new tokens,
+                which follow the cached ones).
             return_indices: also return the selected blocks ``[B, T, H_kv, top_k]``.
+            cache: an [NSACache][lc_attention.nsa.cache.NSACache], updated in place;
+                outputs equal those of a full forward over the whole sequence.
 
         Returns:
             ``[B, T, hidden_size]`` (and the block ids when asked).
         """
+        c = self.config
+        if x.dim() != 3 or x.shape[-1] != c.hidden_size:
+            raise ValueError(f"x must be [batch, seq, {c.hidden_size}], got {tuple(x.shape)}")
+        if cache is not None:
+            out, idx = self._decode(x, cache)
+            return (out, idx) if return_indices else out
         from lc_kernels import (
             compressed_attention,
             select_blocks,
@@ -89,9 +99,6 @@ class NativeSparseAttention(nn.Module):
             sliding_window_attention,
         )
 
-        c = self.config
-        if x.dim() != 3 or x.shape[-1] != c.hidden_size:
-            raise ValueError(f"x must be [batch, seq, {c.hidden_size}], got {tuple(x.shape)}")
         b, t, _ = x.shape
         q = self.q_proj(x).view(b, t, c.num_heads, c.head_dim)
         k = self.k_proj(x).view(b, t, c.num_kv_heads, c.head_dim)
@@ -120,3 +127,76 @@ class NativeSparseAttention(nn.Module):
         o = g[:, :, :, 0] * o_cmp + g[:, :, :, 1] * o_slc + g[:, :, :, 2] * o_win
         out = self.o_proj(o.reshape(b, t, c.num_heads * c.head_dim))
         return (out, idx) if return_indices else out
+
+    def _decode(self, x: torch.Tensor, cache: NSACache) -> tuple[torch.Tensor, torch.Tensor]:
+        """New tokens against the cache: incremental compression, selection and window."""
+        from lc_kernels import num_compressed
+        from lc_kernels.compressed_attention.reference import block_overlap, topk_blocks_from_scores
+
+        c = self.config
+        b, n, _ = x.shape
+        start = cache.length
+        if cache.k is not None and cache.k.shape[0] != b:
+            raise ValueError(f"cache holds batch {cache.k.shape[0]}, x has batch {b}")
+        total = start + n
+        q = self.q_proj(x).view(b, n, c.num_heads, c.head_dim)
+        k = self.k_proj(x).view(b, n, c.num_kv_heads, c.head_dim)
+        v = self.v_proj(x).view(b, n, c.num_kv_heads, c.head_dim)
+        cos, sin = rotary_tables(n, c.head_dim, c.rope_theta, x.device, offset=start)
+        qr, kr_new = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        cat = lambda old, new: new if old is None else torch.cat([old, new], 1)  # noqa: E731
+        cache.k, cache.v, cache.k_rot = cat(cache.k, k), cat(cache.v, v), cat(cache.k_rot, kr_new)
+        assert cache.k is not None
+        assert cache.v is not None
+        assert cache.k_rot is not None
+
+        c_old = 0 if cache.k_cmp is None else int(cache.k_cmp.shape[1])
+        c_new = num_compressed(total, c.kernel_size, c.kernel_stride)
+        if c_new > c_old:
+            lo, hi = c_old * c.kernel_stride, (c_new - 1) * c.kernel_stride + c.kernel_size
+            cache.k_cmp = cat(cache.k_cmp, self.k_compress(cache.k[:, lo:hi]))
+            cache.v_cmp = cat(cache.v_cmp, self.v_compress(cache.v[:, lo:hi]))
+        elif cache.k_cmp is None:
+            cache.k_cmp = k.new_zeros(b, 0, c.num_kv_heads, c.head_dim)
+            cache.v_cmp = v.new_zeros(b, 0, c.num_kv_heads, c.head_dim)
+        assert cache.k_cmp is not None
+        assert cache.v_cmp is not None
+
+        pos = torch.arange(start, total, device=x.device)
+        scale = c.head_dim**-0.5
+        ends = torch.arange(c_new, device=x.device) * c.kernel_stride + c.kernel_size - 1
+        vis_cmp = (ends[None, :] <= pos[:, None]).view(1, n, 1, c_new).expand(b, n, 1, c_new)
+        o_cmp = masked_attention(q, cache.k_cmp, cache.v_cmp, vis_cmp, scale)
+
+        nb = -(-total // c.block_size)
+        g = c.group_size
+        with torch.no_grad():
+            sc = (
+                torch.einsum(
+                    "bnhd,bchd->bnhc", q.float(), cache.k_cmp.float().repeat_interleave(g, 2)
+                )
+                * scale
+            )
+            sc = sc.masked_fill(~vis_cmp, float("-inf"))
+            p = torch.softmax(sc, -1)
+            p = torch.where(vis_cmp.any(-1, keepdim=True), p, torch.zeros_like(p))
+            over = block_overlap(c_new, nb, c.kernel_size, c.kernel_stride, c.block_size, x.device)
+            scores = (p @ over).view(b, n, c.num_kv_heads, g, nb).sum(3)
+            idx = topk_blocks_from_scores(
+                scores, c.block_size, c.top_k, c.init_blocks, c.local_blocks, positions=pos
+            )
+        keys = torch.arange(total, device=x.device)
+        chosen = torch.zeros(b, n, c.num_kv_heads, nb + 1, dtype=torch.bool, device=x.device)
+        chosen.scatter_(-1, torch.where(idx < 0, nb, idx).long(), True)
+        sel = chosen[..., keys // c.block_size] & (keys <= pos[:, None]).view(1, n, 1, total)
+        o_slc = masked_attention(qr, cache.k_rot, cache.v, sel, scale)
+        win = (
+            ((keys <= pos[:, None]) & (keys > pos[:, None] - c.window_size))
+            .view(1, n, 1, total)
+            .expand(b, n, 1, total)
+        )
+        o_win = masked_attention(qr, cache.k_rot, cache.v, win, scale)
+
+        gt = torch.sigmoid(self.gate(x)).view(b, n, c.num_heads, 3, 1).to(q.dtype)
+        o = gt[:, :, :, 0] * o_cmp + gt[:, :, :, 1] * o_slc + gt[:, :, :, 2] * o_win
+        return self.o_proj(o.reshape(b, n, c.num_heads * c.head_dim)), idx

@@ -148,7 +148,12 @@ def block_scores_reference(
 
 
 def topk_blocks_from_scores(
-    scores: torch.Tensor, block_size: int, top_k: int, init_blocks: int, local_blocks: int
+    scores: torch.Tensor,
+    block_size: int,
+    top_k: int,
+    init_blocks: int,
+    local_blocks: int,
+    positions: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Top-k block ids from ``scores [B, T, H_kv, NB]`` with forced and excluded blocks.
 
@@ -156,11 +161,21 @@ def topk_blocks_from_scores(
     token's own block and the ones just before it) are always taken; future blocks never.
     Slots that cannot be filled (early tokens) hold ``-1``.
 
+    Args:
+        scores: ``[B, T, H_kv, NB]`` block importance.
+        block_size: tokens per selection block.
+        top_k: blocks per token.
+        init_blocks: leading blocks always taken.
+        local_blocks: most recent blocks always taken.
+        positions: ``[T]`` position of each query row (default ``0..T-1``; decoding
+            passes the positions of the new tokens).
+
     Returns:
         ``[B, T, H_kv, top_k]`` int32 block ids.
     """
     b, t, h, nb = scores.shape
-    own = (torch.arange(t, device=scores.device) // block_size).view(1, t, 1, 1)
+    pos = torch.arange(t, device=scores.device) if positions is None else positions
+    own = (pos // block_size).view(1, t, 1, 1)
     j = torch.arange(nb, device=scores.device).view(1, 1, 1, nb)
     forced = (j < init_blocks) | ((j <= own) & (j > own - local_blocks))
     s = torch.where(forced, torch.full_like(scores, float("inf")), scores)
