@@ -28,12 +28,13 @@ class PagedKV:
     """Keys and values of the ``length`` tokens before the chunk, stored in pages.
 
     Attributes:
-        k_pages, v_pages: ``[num_pages, batch, kv_heads, page_size, head_dim]`` storages.
+        k_pages: ``[num_pages, batch, kv_heads, page_size, head_dim]`` key storage.
+        v_pages: value storage of the same layout.
         table: physical page ids of the sequence, in order.
         length: number of past tokens.
-        k_grad_pages, v_grad_pages: storages of the same layout that receive
-            ``dLoss/dK`` and ``dLoss/dV`` of the past tokens in backward (``None``: the past is
-            treated as a constant).
+        k_grad_pages: storage of the same layout that receives ``dLoss/dK`` of the past
+            tokens in backward (``None``: the past is treated as a constant).
+        v_grad_pages: the same for ``dLoss/dV``.
         block_tokens: past tokens processed per block (a multiple of the page size is best).
     """
 
@@ -175,7 +176,8 @@ def paged_chunk_attention(
 
     Args:
         q: ``[B, T, H, D]`` queries of the chunk's tokens.
-        k, v: ``[B, T, H_kv, D]`` keys and values of the chunk's tokens; ``H % H_kv == 0``.
+        k: ``[B, T, H_kv, D]`` keys of the chunk's tokens; ``H % H_kv == 0``.
+        v: ``[B, T, H_kv, D]`` values of the chunk's tokens.
         past: the earlier tokens' keys/values in pages, or ``None`` for the first chunk.
         scale: softmax scale, ``1/sqrt(D)`` by default.
 

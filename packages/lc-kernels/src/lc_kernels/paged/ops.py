@@ -37,7 +37,8 @@ def paged_gather(
     Args:
         storage: ``[num_pages, batch, kv_heads, page_size, head_dim]`` page storage.
         table: physical page ids of the sequence in logical order.
-        start, end: token range, ``0 <= start <= end``.
+        start: first token of the range (``0 <= start``).
+        end: one past the last token (``start <= end``).
         backend: ``"auto"`` (Triton on CUDA), ``"triton"`` or ``"torch"``.
 
     Returns:

@@ -137,7 +137,8 @@ def solopo_loss(
 
     Args:
         config: base method and SoLo-RA settings.
-        short_chosen, short_rejected: the pair under the short context.
+        short_chosen: the chosen response under the short context.
+        short_rejected: the rejected response under the short context.
         long_chosen: the chosen response under the long context.
         long_rejected: the rejected response under the long context (needed unless
             ``config.chosen_only``).
