@@ -1,0 +1,287 @@
+"""SARM reward quality and RA-BC vs vanilla BC on two multi-stage tasks (CPU).
+
+For each task: generate annotated good demonstrations (reward-model training set), a
+mixed-quality demonstration set (the BC training set) and held-out mixed episodes; train
+SARM; measure its quality on the held-out episodes; score every BC frame with it; train
+BC policies with uniform weights (vanilla), RA-BC weights, RA-BC filtering and, as a
+reference, on the good demonstrations only (an oracle filter); roll each policy out.
+
+Writes ``docs/benchmarks/lc-robotics-reward/rabc_vs_bc.{json,png}``.
+
+Run: ``uv run python packages/lc-robotics-reward/benchmarks/rabc_vs_bc.py``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lc_robotics_reward.bc import BCConfig, rollout_success, train_bc
+from lc_robotics_reward.configuration_sarm import SARMConfig
+from lc_robotics_reward.dataset import RobotDataset
+from lc_robotics_reward.evaluation import pearson, ranking_auc, spearman, stage_accuracy
+from lc_robotics_reward.labels import derive_labels, frame_index_progress
+from lc_robotics_reward.processor_sarm import SARMProcessor, predict_episode
+from lc_robotics_reward.rabc import progress_deltas, rabc_filter, rabc_weights
+from lc_robotics_reward.sim import BEHAVIOURS, TASKS, demos_to_dataset, generate_demos
+from lc_robotics_reward.text import make_text_embedder
+from lc_robotics_reward.training import train_sarm
+
+ROOT = Path(__file__).resolve().parents[3]
+OUT = ROOT / "docs" / "benchmarks" / "lc-robotics-reward"
+MIX = {"good": 0.3, "regress": 0.35, "fail": 0.35}
+METHODS = ("vanilla BC", "RA-BC (weights)", "RA-BC (filter)", "good demos only (oracle)")
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    p = k / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return float(centre - half), float(centre + half)
+
+
+def run_task(name: str, args: argparse.Namespace, embedder, log) -> dict:
+    task = TASKS[name]
+    t0 = time.time()
+    rm_demos = generate_demos(task, args.rm_demos, seed=1000, styles={"good": 1.0})
+    bc_demos = generate_demos(task, args.bc_demos, seed=2000, styles=MIX)
+    ev_demos = generate_demos(task, args.eval_demos, seed=3000, styles=MIX)
+    with tempfile.TemporaryDirectory() as tmp:  # through the on-disk format and back
+        demos_to_dataset(rm_demos, TASKS).write(tmp)
+        rm_set = RobotDataset.read(tmp)
+    bc_set = demos_to_dataset(bc_demos, TASKS)
+    ev_set = demos_to_dataset(ev_demos, TASKS)
+    log(f"[{name}] demos generated in {time.time() - t0:.0f}s")
+
+    alpha = rm_set.temporal_proportions(task.text)
+    cfg = SARMConfig(
+        num_stages=len(task.subtasks),
+        temporal_proportions=tuple(float(a) for a in alpha),
+        text_dim=embedder.dim,
+    )
+    proc = SARMProcessor(rm_set, task.text, cfg, embedder)
+    t0 = time.time()
+    model, history = train_sarm(proc, args.sarm_steps, args.sarm_batch, seed=0)
+    sarm_time = time.time() - t0
+    log(f"[{name}] SARM trained in {sarm_time:.0f}s, final loss {history[-1]['loss']:.3f}")
+    text = proc.text_table[0]
+
+    def score(ds: RobotDataset) -> list[dict[str, np.ndarray]]:
+        return [
+            predict_episode(
+                model, ep.frames["observation.image"], ep.frames["observation.state"], text
+            )
+            for ep in ds.episodes
+        ]
+
+    # ---- reward quality on held-out mixed episodes
+    ev_pred = score(ev_set)
+    accs, rho, r, rho_frame = [], [], [], []
+    for ep, pred in zip(ev_set.episodes, ev_pred, strict=True):
+        if ep.meta["style"] != "good":
+            continue
+        lab = derive_labels(ep.subtasks, ep.length, proc.subtasks, alpha)
+        accs.append(stage_accuracy(pred["stage"], lab.stage))
+        rho.append(spearman(pred["progress"], lab.progress))
+        r.append(pearson(pred["progress"], lab.progress))
+        rho_frame.append(pearson(frame_index_progress(ep.length), lab.progress))
+    final = np.array([p["progress"][-3:].mean() for p in ev_pred])
+    succ = np.array([ep.meta["success"] for ep in ev_set.episodes])
+    good = np.array([ep.meta["style"] == "good" for ep in ev_set.episodes])
+    quality = {
+        "held_out_episodes": len(ev_set.episodes),
+        "good_episodes": int(good.sum()),
+        "stage_accuracy_good": float(np.mean(accs)),
+        "progress_spearman_good": float(np.mean(rho)),
+        "progress_pearson_good": float(np.mean(r)),
+        "frame_index_label_pearson_good": float(np.mean(rho_frame)),
+        "auc_final_progress_success_vs_failure": ranking_auc(final[succ], final[~succ]),
+        "auc_final_progress_good_vs_bad_style": ranking_auc(final[good], final[~good]),
+    }
+    log(f"[{name}] reward quality {json.dumps(quality)}")
+
+    # ---- RA-BC weights on the BC set
+    bc_pred = score(bc_set)
+    deltas = progress_deltas([p["progress"] for p in bc_pred], args.chunk)
+    weights = rabc_weights(deltas)
+    keep = rabc_filter(deltas)
+    beh = np.concatenate([ep.frames["behaviour"] for ep in bc_set.episodes])
+    by_behaviour = {
+        b: {
+            "frames": int((beh == i).sum()),
+            "mean_weight": float(weights[beh == i].mean()) if (beh == i).any() else None,
+            "kept_by_filter": float(keep[beh == i].mean()) if (beh == i).any() else None,
+        }
+        for i, b in enumerate(BEHAVIOURS)
+    }
+    log(f"[{name}] weights by behaviour {json.dumps(by_behaviour)}")
+    obs = np.concatenate([ep.frames["observation.environment_state"] for ep in bc_set.episodes])
+    act = np.concatenate([ep.frames["action"] for ep in bc_set.episodes])
+    good_frames = np.concatenate(
+        [np.full(ep.length, ep.meta["style"] == "good", dtype=float) for ep in bc_set.episodes]
+    )
+    method_weights = dict(
+        zip(METHODS, (np.ones(len(obs)), weights, keep, good_frames), strict=True)
+    )
+
+    # ---- BC policies and rollouts
+    bc_cfg = BCConfig(steps=args.bc_steps, hidden=args.bc_hidden, lr=args.bc_lr)
+    results = {}
+    for method, w in method_weights.items():
+        wins = []
+        t0 = time.time()
+        for seed in range(args.seeds):
+            policy = train_bc(obs, act, w, bc_cfg, seed=seed)
+            wins.append(int(rollout_success(policy, task, args.rollouts, seed=10_000 + seed).sum()))
+        n = args.seeds * args.rollouts
+        results[method] = {
+            "successes_per_seed": wins,
+            "rollouts_per_seed": args.rollouts,
+            "success_rate": sum(wins) / n,
+            "wilson95": wilson(sum(wins), n),
+            "seconds": time.time() - t0,
+        }
+        log(f"[{name}] {method}: {sum(wins)}/{n}")
+
+    examples = {}
+    for style in ("good", "regress", "fail"):
+        i = next((k for k, ep in enumerate(ev_set.episodes) if ep.meta["style"] == style), None)
+        if i is not None:
+            ep = ev_set.episodes[i]
+            lab = derive_labels(ep.subtasks, ep.length, proc.subtasks, alpha)
+            examples[style] = {
+                "predicted": ev_pred[i]["progress"].round(4).tolist(),
+                "annotation_label": lab.progress.round(4).tolist(),
+                "behaviour": ep.frames["behaviour"].tolist(),
+                "success": ep.meta["success"],
+            }
+    return {
+        "task": task.text,
+        "subtasks": list(task.subtasks),
+        "temporal_proportions": [float(a) for a in alpha],
+        "bc_frames": len(obs),
+        "bc_demo_success_rate": float(np.mean([d.success for d in bc_demos])),
+        "bc_demo_styles": {s: sum(d.style == s for d in bc_demos) for s in MIX},
+        "sarm_train_seconds": sarm_time,
+        "sarm_final_loss": history[-1],
+        "reward_quality": quality,
+        "rabc": {
+            "chunk": args.chunk,
+            "delta_mean": float(deltas.mean()),
+            "delta_std": float(deltas.std()),
+            "by_behaviour": by_behaviour,
+            "effective_fraction": float(weights.sum() / len(weights)),
+            "filter_kept_fraction": float(keep.mean()),
+        },
+        "policies": results,
+        "examples": examples,
+    }
+
+
+def plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = list(report["tasks"])
+    fig, axes = plt.subplots(1, 1 + len(tasks), figsize=(5 + 4.5 * len(tasks), 4))
+    ax = axes[0]
+    width = 0.8 / len(METHODS)
+    colours = ("#888888", "#1f77b4", "#2ca02c", "#dddddd")
+    for m, method in enumerate(METHODS):
+        rates = [report["tasks"][t]["policies"][method]["success_rate"] for t in tasks]
+        lo = [
+            rates[i] - report["tasks"][t]["policies"][method]["wilson95"][0]
+            for i, t in enumerate(tasks)
+        ]
+        hi = [
+            report["tasks"][t]["policies"][method]["wilson95"][1] - rates[i]
+            for i, t in enumerate(tasks)
+        ]
+        x = np.arange(len(tasks)) + (m - (len(METHODS) - 1) / 2) * width
+        ax.bar(
+            x,
+            rates,
+            width,
+            yerr=[lo, hi],
+            label=method,
+            color=colours[m],
+            edgecolor="black",
+            capsize=3,
+        )
+    ax.set_xticks(np.arange(len(tasks)), tasks)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("success rate (95% Wilson interval)")
+    ax.set_title("BC on mixed-quality demos")
+    ax.legend(fontsize=7, loc="upper left")
+    for ax, t in zip(axes[1:], tasks, strict=True):
+        for style, colour in (
+            ("good", "tab:green"),
+            ("regress", "tab:red"),
+            ("fail", "tab:orange"),
+        ):
+            ex = report["tasks"][t]["examples"].get(style)
+            if ex is None:
+                continue
+            ax.plot(ex["predicted"], color=colour, label=f"SARM, {style} demo")
+            ax.plot(ex["annotation_label"], color=colour, ls=":", alpha=0.7)
+        ax.set_title(f"{t}: predicted progress (dotted: labels)")
+        ax.set_xlabel("frame")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS))
+    parser.add_argument("--rm-demos", type=int, default=40)
+    parser.add_argument("--bc-demos", type=int, default=150)
+    parser.add_argument("--eval-demos", type=int, default=40)
+    parser.add_argument("--sarm-steps", type=int, default=600)
+    parser.add_argument("--sarm-batch", type=int, default=16)
+    parser.add_argument("--bc-steps", type=int, default=1500)
+    parser.add_argument("--bc-hidden", type=int, default=128)
+    parser.add_argument("--bc-lr", type=float, default=2e-3)
+    parser.add_argument("--chunk", type=int, default=10)
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--rollouts", type=int, default=100)
+    parser.add_argument("--text", default="auto", choices=("auto", "minilm", "hash"))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    args.out.mkdir(parents=True, exist_ok=True)
+    embedder = make_text_embedder(args.text)
+    start = time.time()
+
+    def log(msg: str) -> None:
+        print(f"{time.time() - start:7.0f}s {msg}", flush=True)
+
+    report = {
+        "machine": f"2-core CPU ({platform.machine()}, shared), torch {torch.__version__}",
+        "text_embedder": type(embedder).__name__,
+        "demo_mix": MIX,
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "tasks": {},
+    }
+    for name in args.tasks:
+        report["tasks"][name] = run_task(name, args, embedder, log)
+    report["wall_seconds"] = time.time() - start
+    (args.out / "rabc_vs_bc.json").write_text(json.dumps(report, indent=1))
+    plot(report, args.out / "rabc_vs_bc.png")
+    log(f"wrote {args.out / 'rabc_vs_bc.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""Turning annotated episodes into SARM training windows (with augmentations) and back.
+
+A window for frame ``t`` holds the episode's first frame and ``F - 1`` frames ``gap``
+apart ending at ``t`` (indices below 0 clamp to 0). Two augmentations follow the paper:
+
+- **rewind**: the window plays ``F - 1 - r`` frames forward up to ``t`` and then ``r``
+  frames backward (``t - gap``, ..., ``t - r * gap``); every entry keeps the labels of
+  the frame it shows, so the model sees progress go down.
+- **language perturbation**: the window gets another task's text and the targets become
+  stage 0, tau 0: frames that do not belong to the instruction show no progress on it.
+
+Example:
+    >>> window_indices(10, num_frames=5, gap=3).tolist()
+    [0, 1, 4, 7, 10]
+    >>> rewind_indices(10, num_frames=5, gap=3, rewind=2).tolist()
+    [0, 7, 10, 7, 4]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from lc_robotics_reward.configuration_sarm import SARMConfig
+from lc_robotics_reward.dataset import Episode, RobotDataset
+from lc_robotics_reward.errors import AnnotationError
+from lc_robotics_reward.labels import derive_labels
+from lc_robotics_reward.modeling_sarm import SARMModel
+from lc_robotics_reward.text import TextEmbedder
+
+IMAGE_KEY = "observation.image"
+STATE_KEY = "observation.state"
+DISTRACTOR_TEXTS = (
+    "open the drawer",
+    "wipe the table with the sponge",
+    "fold the towel in half",
+    "stack the cups",
+)
+
+
+def window_indices(t: int, num_frames: int, gap: int) -> np.ndarray:
+    """``[num_frames]`` frame indices: the first frame, then ``num_frames - 1`` ending at ``t``."""
+    recent = t - gap * np.arange(num_frames - 2, -1, -1)
+    return np.concatenate([[0], np.maximum(recent, 0)]).astype(np.int64)
+
+
+def rewind_indices(t: int, num_frames: int, gap: int, rewind: int) -> np.ndarray:
+    """Window that plays forward to ``t`` and then ``rewind`` entries back (clamped at 0)."""
+    if not 0 <= rewind <= num_frames - 2:
+        raise ValueError(f"rewind={rewind}; allowed: 0..{num_frames - 2}")
+    forward = t - gap * np.arange(num_frames - 2 - rewind, -1, -1)
+    backward = t - gap * np.arange(1, rewind + 1)
+    return np.maximum(np.concatenate([[0], forward, backward]), 0).astype(np.int64)
+
+
+@dataclass
+class _Prepared:
+    images: np.ndarray  # [T, H, W, 3] uint8
+    states: np.ndarray  # [T, S] float32
+    stage: np.ndarray  # [T] int64
+    tau: np.ndarray  # [T] float32
+    text: int  # row in the text table
+
+
+class SARMProcessor:
+    """Holds a dataset's episodes of one task, their labels and the text embeddings.
+
+    Args:
+        dataset: annotated episodes.
+        task: which task's episodes to use (its subtasks are the stages).
+        config: the model config (window size, augmentations).
+        embedder: text embedder for the task and the perturbation texts.
+        alpha: temporal proportions; default: computed from ``dataset``.
+        distractors: texts for language perturbation (other tasks in the dataset are
+            added to them).
+
+    Raises:
+        AnnotationError: unknown task, or annotations that do not tile an episode.
+        ValueError: an episode shorter than the frame window (named in the message).
+    """
+
+    def __init__(
+        self,
+        dataset: RobotDataset,
+        task: str,
+        config: SARMConfig,
+        embedder: TextEmbedder,
+        alpha: np.ndarray | None = None,
+        distractors: Sequence[str] = DISTRACTOR_TEXTS,
+    ) -> None:
+        if task not in dataset.subtasks:
+            raise AnnotationError(f"unknown task {task!r}; known: {dataset.tasks}")
+        self.task = task
+        self.subtasks = dataset.subtasks[task]
+        if len(self.subtasks) != config.num_stages:
+            raise ValueError(
+                f"task {task!r} has {len(self.subtasks)} subtasks; config.num_stages="
+                f"{config.num_stages}"
+            )
+        self.config = config
+        self.alpha = dataset.temporal_proportions(task) if alpha is None else np.asarray(alpha)
+        others = [t for t in dataset.tasks if t != task] + [d for d in distractors if d != task]
+        texts = [task, *dict.fromkeys(others)]
+        self.text_table = torch.from_numpy(np.asarray(embedder(texts), dtype=np.float32))
+        if self.text_table.shape[1] != config.text_dim:
+            raise ValueError(
+                f"text embedder gives {self.text_table.shape[1]}-d vectors; "
+                f"config.text_dim={config.text_dim}"
+            )
+        self.episodes: list[_Prepared] = []
+        for ep in dataset.episodes:
+            if ep.task != task:
+                continue
+            self.episodes.append(self._prepare(ep))
+        if not self.episodes:
+            raise AnnotationError(f"no episode of task {task!r}")
+        self._lengths = np.array([len(e.stage) for e in self.episodes])
+
+    def _prepare(self, ep: Episode) -> _Prepared:
+        if ep.length < self.config.window_span:
+            raise ValueError(
+                f"episode {ep.index}: {ep.length} frames, shorter than the frame window "
+                f"({self.config.window_span} frames = ({self.config.num_frames} - 2) * "
+                f"{self.config.frame_gap} + 1)"
+            )
+        for key in (IMAGE_KEY, STATE_KEY):
+            if key not in ep.frames:
+                raise ValueError(f"episode {ep.index}: feature {key!r} is missing")
+        labels = derive_labels(ep.subtasks, ep.length, self.subtasks, self.alpha, ep.index)
+        return _Prepared(
+            images=np.asarray(ep.frames[IMAGE_KEY], dtype=np.uint8),
+            states=np.asarray(ep.frames[STATE_KEY], dtype=np.float32),
+            stage=labels.stage,
+            tau=labels.tau.astype(np.float32),
+            text=0,
+        )
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, torch.Tensor]:
+        """A training batch with augmentations: images ``[B, F, H, W, 3]`` uint8, states
+        ``[B, F, S]``, text ``[B, D]``, stage ``[B, F]``, tau ``[B, F]``."""
+        cfg = self.config
+        ep_ids = rng.choice(
+            len(self.episodes), size=batch_size, p=self._lengths / self._lengths.sum()
+        )
+        images, states, stages, taus, texts = [], [], [], [], []
+        for e in ep_ids:
+            ep = self.episodes[int(e)]
+            t = int(rng.integers(len(ep.stage)))
+            if rng.random() < cfg.rewind_prob and cfg.max_rewind > 0:
+                idx = rewind_indices(
+                    t, cfg.num_frames, cfg.frame_gap, int(rng.integers(1, cfg.max_rewind + 1))
+                )
+            else:
+                idx = window_indices(t, cfg.num_frames, cfg.frame_gap)
+            images.append(ep.images[idx])
+            states.append(ep.states[idx])
+            if rng.random() < cfg.language_perturb_prob and len(self.text_table) > 1:
+                texts.append(int(rng.integers(1, len(self.text_table))))
+                stages.append(np.zeros(cfg.num_frames, dtype=np.int64))
+                taus.append(np.zeros(cfg.num_frames, dtype=np.float32))
+            else:
+                texts.append(ep.text)
+                stages.append(ep.stage[idx])
+                taus.append(ep.tau[idx])
+        return {
+            "images": torch.from_numpy(np.stack(images)),
+            "states": torch.from_numpy(np.stack(states)),
+            "text": self.text_table[torch.as_tensor(texts)],
+            "stage": torch.from_numpy(np.stack(stages)),
+            "tau": torch.from_numpy(np.stack(taus)),
+        }
+
+
+@torch.no_grad()
+def predict_episode(
+    model: SARMModel,
+    images: np.ndarray,
+    states: np.ndarray,
+    text: np.ndarray | torch.Tensor,
+    batch_size: int = 256,
+) -> dict[str, np.ndarray]:
+    """Per-frame predictions for one episode (each frame at the end of its own window).
+
+    Args:
+        model: a trained model (put in eval mode here).
+        images: ``[T, H, W, 3]`` uint8 frames.
+        states: ``[T, S]`` robot states.
+        text: ``[D]`` task-text embedding.
+
+    Returns:
+        ``stage [T]`` (argmax), ``stage_probs [T, K]``, ``tau [T]`` and ``progress [T]``.
+    """
+    cfg = model.config
+    t_len = images.shape[0]
+    if states.shape[0] != t_len:
+        raise ValueError(f"{t_len} frames but {states.shape[0]} states")
+    model.eval()
+    feats = torch.cat(
+        [
+            model.encode_frames(torch.from_numpy(np.ascontiguousarray(images[i : i + batch_size])))
+            for i in range(0, t_len, batch_size)
+        ]
+    )
+    st = torch.from_numpy(np.asarray(states, dtype=np.float32))
+    txt = torch.as_tensor(np.asarray(text, dtype=np.float32))
+    idx = torch.from_numpy(
+        np.stack([window_indices(t, cfg.num_frames, cfg.frame_gap) for t in range(t_len)])
+    )
+    out: dict[str, list[torch.Tensor]] = {"stage": [], "stage_probs": [], "tau": [], "progress": []}
+    for i in range(0, t_len, batch_size):
+        w = idx[i : i + batch_size]
+        res = model.forward_features(feats[w], st[w], txt.expand(len(w), -1))
+        out["stage"].append(res["stage"][:, -1])
+        out["stage_probs"].append(res["stage_logits"][:, -1].softmax(-1))
+        out["tau"].append(res["tau"][:, -1])
+        out["progress"].append(res["progress"][:, -1])
+    return {k: torch.cat(v).numpy() for k, v in out.items()}
+
+
+def text_embedding(processor: SARMProcessor) -> torch.Tensor:
+    """The embedding ``[D]`` of the processor's own task text."""
+    return processor.text_table[0]
+
+
+def episode_arrays(ep: Episode) -> Mapping[str, np.ndarray]:
+    """The image and state arrays SARM reads from an episode."""
+    return {"images": ep.frames[IMAGE_KEY], "states": ep.frames[STATE_KEY]}
