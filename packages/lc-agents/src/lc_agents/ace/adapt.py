@@ -110,8 +110,9 @@ class AceConfig:
         dedup: ``"proactive"`` (after every step), ``"lazy"`` (only when the playbook
             exceeds ``budget``) or ``"off"``.
         dedup_threshold: cosine similarity for near-duplicates (paper: 0.9).
-        curator_fallback: when the curator's reply holds no usable operation, ADD the
-            reflector's insights verbatim (deterministic; no rewrite).
+        curator_fallback: when the curator's reply cannot be parsed (or every operation
+            in it is malformed), ADD the reflector's insights verbatim (deterministic; no
+            rewrite). A reply with an empty operation list is respected.
         fallback_section: section of fallback ADDs.
         reflect_on_success: also reflect (and curate) when the attempt was correct.
         progress: show a progress bar.
@@ -154,7 +155,7 @@ class StepRecord:
         used_ids: bullets the generator cited.
         reflection: the reflector's result.
         curation: the curator's result (``None`` when skipped).
-        deltas: the operations committed (curator's, or the fallback ADDs).
+        deltas: the operations proposed (curator's, or the fallback ADDs); invalid ones are skipped.
         applied: ids touched by the applied deltas.
         merged: near-duplicate groups merged after the step.
         seconds: wall time of the step.
@@ -307,7 +308,12 @@ class Ace:
             if reflection.insights or reflection.error is None:
                 curation = self.curator.curate(reflection, self.store, **prov)
                 deltas = list(curation.deltas)
-            if not deltas and self.config.curator_fallback and reflection.insights:
+            unusable = (
+                curation is None
+                or curation.error is not None
+                or (not deltas and bool(curation.rejected))
+            )
+            if unusable and self.config.curator_fallback and reflection.insights:
                 deltas = [
                     Delta.add(
                         self.config.fallback_section,

@@ -313,16 +313,18 @@ class Curator:
         Never raises on bad model output: malformed operations go to ``rejected``, an
         unparseable reply sets ``error``.
         """
+        ops: Any = None
+        problem = "the reply's JSON has no 'operations' list"
         try:
             data = extract_json(raw, expect=dict)
             ops = data.get("operations", data.get("deltas", data.get("ops")))
         except CuratorOutputError as err:
+            problem = str(err)
+        if not isinstance(ops, list):
             try:
                 ops = extract_json(raw, expect=list)
             except CuratorOutputError:
-                return Curation(raw=raw, error=str(err))
-        if not isinstance(ops, list):
-            return Curation(raw=raw, error="the reply's JSON has no 'operations' list")
+                return Curation(raw=raw, error=problem)
         out = Curation(raw=raw)
         for entry in ops:
             try:
