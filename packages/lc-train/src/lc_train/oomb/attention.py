@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextvars
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -96,7 +96,7 @@ def chunk_attention_forward(
         )
     if dropout:
         raise ValueError("attention dropout must be 0 for exact chunk-recurrent gradients")
-    layer = int(module.layer_idx)
+    layer = cast(int, module.layer_idx)
     q, k, v = query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
     out = paged_chunk_attention(q, k, v, state.past(layer), scaling)
     if state.record:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +25,9 @@ import torch.nn.functional as F
 from lc_kernels.paged import PageLayout, paged_gather
 from lc_train.oomb.attention import _ACTIVE, ATTN_NAME, ChunkState, register
 from lc_train.oomb.config import ChunkRecurrentConfig
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,7 @@ class ChunkRecurrentResult:
 
 
 @contextlib.contextmanager
-def _attention_swapped(model: torch.nn.Module) -> Iterator[None]:
+def _attention_swapped(model: PreTrainedModel) -> Iterator[None]:
     register()
     config = model.config
     previous = config._attn_implementation
@@ -62,7 +66,7 @@ def _targets(input_ids: torch.Tensor, labels: torch.Tensor | None) -> torch.Tens
 
 
 def chunk_recurrent_backward(
-    model: torch.nn.Module,
+    model: PreTrainedModel,
     input_ids: torch.Tensor,
     labels: torch.Tensor | None = None,
     config: ChunkRecurrentConfig | None = None,
