@@ -146,7 +146,8 @@ class NoiseModel:
         """Length at which one reader's model noise is 1 (accuracy ``e**-1`` from it alone)."""
         if self.model_noise == 0 or self.growth == 0:
             return math.inf
-        return self.length_scale * self.model_noise ** (-1.0 / self.growth)
+        log_length = math.log(self.length_scale) - math.log(self.model_noise) / self.growth
+        return math.exp(log_length) if log_length < 700 else math.inf
 
     @property
     def optimal_chunk_length(self) -> float:
@@ -194,7 +195,7 @@ def _fit_linear(
     value = _nll(x @ theta, s, f)
     for _ in range(iterations):
         eta = np.maximum(x @ theta, _EPS)
-        d1 = s - f / np.expm1(eta)
+        d1 = s - f * np.exp(-eta) / -np.expm1(-eta)  # s - f / (e**eta - 1), overflow-free
         d2 = f * np.exp(-eta) / np.expm1(-eta) ** 2
         grad = x.T @ d1
         free = (theta > 0) | (grad < 0)
@@ -235,10 +236,10 @@ def _design(
 def fit_noise_model(
     pilots: Iterable[PilotResult],
     *,
-    growth_bounds: tuple[float, float] = (0.0, 4.0),
+    growth_bounds: tuple[float, float] = (0.0, 6.0),
     fit_base_noise: bool = True,
     length_scale: float | None = None,
-    grid_size: int = 161,
+    grid_size: int = 241,
 ) -> NoiseFit:
     """Fit the noise model to pilot accuracies by binomial maximum likelihood.
 
