@@ -159,7 +159,9 @@ def run_gpu(
             "top_k": TOPK,
         },
         "fla_installed": fla is not None,
-        "correctness": gpu_correctness(lengths[0] if smoke else 4096, device, dtype),
+        "correctness": gpu_correctness(lengths[0], device, dtype, tuple(groups), 1, 32)
+        if smoke
+        else gpu_correctness(),
         "timings": [],
     }
     plan = [(t, g) for t in lengths for g in groups] + (
@@ -170,7 +172,7 @@ def run_gpu(
             print(f"time budget reached, skipping T={t} G={g}")
             result.setdefault("skipped", []).append({"T": t, "G": g})
             continue
-        x = make_inputs(t, g, HKV, D, dtype, device)
+        x = make_inputs(t, g, 1 if smoke else HKV, 32 if smoke else D, dtype, device)
         for name, fn in _impls(fla, g).items():
             row: dict[str, Any] = {"T": t, "G": g, "impl": name}
             try:
@@ -320,7 +322,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     if args.smoke:
-        res = run_gpu([128], [1, 3], args.budget_s, smoke=True)
+        res = run_gpu([96], [1, 3], args.budget_s, smoke=True)
         print(json.dumps(res["summary"], indent=1))
         return
     dev = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")

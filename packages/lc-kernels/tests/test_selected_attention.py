@@ -181,11 +181,11 @@ def test_triton_gradients_match_finite_differences(device):
     assert abs(fd - an) < 2e-2 * max(1.0, abs(an))
 
 
-def test_plan_lists_exactly_the_selecting_tokens():
+def test_plan_lists_exactly_the_selecting_tokens_in_bounded_chunks():
     gen = torch.Generator().manual_seed(1)
     cu = torch.tensor([0, 30, 95])
     idx = dedup_indices(random_selection(gen, 1, 95, 2, 4, 16, cu.tolist()).view(95, 2, 4).int())
-    plan = build_plan(idx, cu, 16)
+    plan = build_plan(idx, cu, 16, chunk=5)
     off, tok, slot = plan["off"].long(), plan["tok"].long(), plan["slot"].long()
     ngb = plan["blk_bos"].numel()
     assert ngb == 2 + 5
@@ -197,6 +197,13 @@ def test_plan_lists_exactly_the_selecting_tokens():
         assert (got == plan["blk_j"][gb]).all()
         assert (tok[rows] >= plan["blk_bos"][gb]).all()
         assert (tok[rows].diff() >= 0).all()
+        # the chunks of this key tile its entry range, at most 5 entries each
+        chunks = range(int(plan["ck_off"][key]), int(plan["ck_off"][key + 1]))
+        assert all(int(plan["ch_key"][c]) == key for c in chunks)
+        bounds = [(int(plan["ch_start"][c]), int(plan["ch_end"][c])) for c in chunks]
+        assert all(0 < e - a <= 5 for a, e in bounds)
+        flat = [i for a, e in bounds for i in range(a, e)]
+        assert flat == list(range(rows.start, rows.stop))
 
 
 def test_dedup_keeps_each_block_once():

@@ -15,19 +15,24 @@ def dedup_indices(idx: torch.Tensor) -> torch.Tensor:
     return torch.where(dup, torch.full_like(srt, -1), srt)
 
 
-def build_plan(idx: torch.Tensor, cu: torch.Tensor, block_size: int) -> dict[str, torch.Tensor]:
+def build_plan(
+    idx: torch.Tensor, cu: torch.Tensor, block_size: int, chunk: int = 512
+) -> dict[str, torch.Tensor]:
     """Block -> token index of the FSA order, built with device-side sort and counts.
 
     Args:
         idx: ``[N, H_kv, S]`` deduplicated block ids of packed tokens, ``-1`` = unused.
         cu: ``[num_seqs + 1]`` int64 offsets of the packed sequences.
         block_size: tokens per key/value block.
+        chunk: most (token, slot) entries one program handles; longer lists are split.
 
     Returns:
         ``tok``/``slot`` (int32, the selecting token and the slot it used, grouped by
         (KV head, global block) and ordered by token), ``off`` (int32 ``[H_kv * NGB + 1]``
         start of each group), and per global block its sequence start ``blk_bos``, index
-        inside the sequence ``blk_j`` and sequence length ``blk_len``.
+        inside the sequence ``blk_j`` and sequence length ``blk_len``; the work chunks
+        ``ch_key`` (``head * NGB + block``), ``ch_start``, ``ch_end`` (entry ranges) and
+        ``ck_off`` (int32 ``[H_kv * NGB + 1]``, first chunk of each key).
     """
     _n, h, s = idx.shape
     dev = idx.device
@@ -50,7 +55,17 @@ def build_plan(idx: torch.Tensor, cu: torch.Tensor, block_size: int) -> dict[str
     counts = torch.bincount(key, minlength=h * ngb)
     off = torch.zeros(h * ngb + 1, dtype=torch.int64, device=dev)
     off[1:] = torch.cumsum(counts, 0)
+    nch = (counts + chunk - 1) // chunk
+    ck_off = torch.zeros_like(off)
+    ck_off[1:] = torch.cumsum(nch, 0)
+    ch_key = torch.repeat_interleave(torch.arange(h * ngb, device=dev), nch)
+    ch_start = off[ch_key] + (torch.arange(ch_key.numel(), device=dev) - ck_off[ch_key]) * chunk
+    ch_end = torch.minimum(ch_start + chunk, off[ch_key + 1])
     return {
+        "ch_key": ch_key.to(torch.int32),
+        "ch_start": ch_start.to(torch.int32),
+        "ch_end": ch_end.to(torch.int32),
+        "ck_off": ck_off.to(torch.int32),
         "tok": tok[order].to(torch.int32),
         "slot": (entry[order] % s).to(torch.int32),
         "off": off.to(torch.int32),
@@ -78,7 +93,8 @@ class SelectedAttentionFunction(torch.autograd.Function):
         from lc_kernels.selected_attention import triton as kernels
 
         if order == "fsa":
-            plan = build_plan(idx, cu, block_size)
+            _, _, chunk = kernels.fsa_tiling(q.shape[1] // k.shape[1])
+            plan = build_plan(idx, cu, block_size, chunk)
             o, lse = kernels.fsa_forward(q, k, v, idx, plan, block_size, scale)
             aux: tuple[torch.Tensor, ...] = tuple(plan[name] for name in _PLAN_KEYS)
         else:
@@ -110,4 +126,15 @@ class SelectedAttentionFunction(torch.autograd.Function):
         return dq, dk, dv, None, None, None, None, None
 
 
-_PLAN_KEYS = ("tok", "slot", "off", "blk_bos", "blk_j", "blk_len")
+_PLAN_KEYS = (
+    "tok",
+    "slot",
+    "off",
+    "blk_bos",
+    "blk_j",
+    "blk_len",
+    "ch_key",
+    "ch_start",
+    "ch_end",
+    "ck_off",
+)

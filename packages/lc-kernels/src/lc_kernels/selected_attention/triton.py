@@ -182,7 +182,9 @@ def _fsa_fwd_kernel(
     V,
     TOK,
     SLOT,
-    OFF,
+    CH_KEY,
+    CH_START,
+    CH_END,
     BLK_BOS,
     BLK_J,
     BLK_LEN,
@@ -207,10 +209,12 @@ def _fsa_fwd_kernel(
     EPI: tl.constexpr,
     PREC: tl.constexpr,
 ):
-    gb = tl.program_id(0)
-    h = tl.program_id(1)
-    start = tl.load(OFF + h * NGB + gb)
-    end = tl.load(OFF + h * NGB + gb + 1)
+    ch = tl.program_id(0)
+    key = tl.load(CH_KEY + ch)
+    h = key // NGB
+    gb = key % NGB
+    start = tl.load(CH_START + ch)
+    end = tl.load(CH_END + ch)
     if end > start:
         bos = tl.load(BLK_BOS + gb).to(tl.int64)
         j = tl.load(BLK_J + gb)
@@ -321,13 +325,15 @@ def _fsa_bwd_kernel(
     DELTA,
     TOK,
     SLOT,
-    OFF,
+    CH_KEY,
+    CH_START,
+    CH_END,
     BLK_BOS,
     BLK_J,
     BLK_LEN,
     DQP,
-    DK,
-    DV,
+    DKP,
+    DVP,
     scale,
     NGB,
     stride_qn,
@@ -345,10 +351,12 @@ def _fsa_bwd_kernel(
     EPI: tl.constexpr,
     PREC: tl.constexpr,
 ):
-    gb = tl.program_id(0)
-    h = tl.program_id(1)
-    start = tl.load(OFF + h * NGB + gb)
-    end = tl.load(OFF + h * NGB + gb + 1)
+    ch = tl.program_id(0)
+    key = tl.load(CH_KEY + ch)
+    h = key // NGB
+    gb = key % NGB
+    start = tl.load(CH_START + ch)
+    end = tl.load(CH_END + ch)
     if end > start:
         bos = tl.load(BLK_BOS + gb).to(tl.int64)
         j = tl.load(BLK_J + gb)
@@ -395,7 +403,51 @@ def _fsa_bwd_kernel(
                 + offs_d[None, :]
             )
             tl.store(DQP + d_off, dqp.to(DQP.dtype.element_ty), mask=qm)
-        tl.store(DK + kv_off, (dk * scale).to(DK.dtype.element_ty), mask=kvm)
+        p_off = ch.to(tl.int64) * (BS * BLOCK_D) + offs_k[:, None] * BLOCK_D + offs_d[None, :]
+        tl.store(DKP + p_off, dk * scale)
+        tl.store(DVP + p_off, dv)
+
+
+@triton.jit
+def _fsa_dkv_reduce_kernel(
+    DKP,
+    DVP,
+    CK_OFF,
+    BLK_BOS,
+    BLK_J,
+    BLK_LEN,
+    DK,
+    DV,
+    NGB,
+    stride_kn,
+    stride_kh,
+    D: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BS: tl.constexpr,
+):
+    key = tl.program_id(0)
+    h = key // NGB
+    gb = key % NGB
+    c0 = tl.load(CK_OFF + key)
+    c1 = tl.load(CK_OFF + key + 1)
+    if c1 > c0:
+        offs_k = tl.arange(0, BS)
+        offs_d = tl.arange(0, BLOCK_D)
+        p_off = offs_k[:, None] * BLOCK_D + offs_d[None, :]
+        dk = tl.zeros([BS, BLOCK_D], dtype=tl.float32)
+        dv = tl.zeros([BS, BLOCK_D], dtype=tl.float32)
+        pk = DKP + c0.to(tl.int64) * (BS * BLOCK_D) + p_off
+        pv = DVP + c0.to(tl.int64) * (BS * BLOCK_D) + p_off
+        for _ in range(c0, c1):
+            dk += tl.load(pk)
+            dv += tl.load(pv)
+            pk += BS * BLOCK_D
+            pv += BS * BLOCK_D
+        bos = tl.load(BLK_BOS + gb).to(tl.int64)
+        kpos = tl.load(BLK_J + gb) * BS + offs_k
+        kvm = (kpos < tl.load(BLK_LEN + gb))[:, None] & (offs_d < D)[None, :]
+        kv_off = (bos + kpos)[:, None] * stride_kn + h * stride_kh + offs_d[None, :]
+        tl.store(DK + kv_off, dk.to(DK.dtype.element_ty), mask=kvm)
         tl.store(DV + kv_off, dv.to(DV.dtype.element_ty), mask=kvm)
 
 
@@ -502,10 +554,16 @@ def nsa_backward(
     return dq, dk.to(k.dtype), dv.to(v.dtype)
 
 
-def _fsa_block(g: int) -> tuple[int, int]:
-    """Rows per step of the FSA kernels (a power of two >= G) and entries per step."""
+def fsa_tiling(g: int) -> tuple[int, int, int]:
+    """Rows per step of the FSA kernels (a power of two >= G), entries per step, entries per program.
+
+    A block selected by many tokens (the forced initial block is selected by all) is
+    split into chunks of ``entries per program`` handled by separate programs, so no
+    program walks a whole sequence while the others idle.
+    """
     block_m = max(_pow2(g), 32 if interpreter_on() else 64)
-    return block_m, block_m // g
+    epi = block_m // g
+    return block_m, epi, epi * (2 if interpreter_on() else 8)
 
 
 def fsa_forward(
@@ -530,15 +588,18 @@ def fsa_forward(
     lse = torch.empty(n, hq, device=q.device, dtype=torch.float32)
     if n == 0:
         return o, lse
-    block_m, epi = _fsa_block(g)
-    if ngb > 0:
-        _fsa_fwd_kernel[(ngb, hkv)](
+    block_m, epi, _ = fsa_tiling(g)
+    nch = plan["ch_key"].numel()
+    if nch > 0:
+        _fsa_fwd_kernel[(nch,)](
             q,
             k,
             v,
             plan["tok"],
             plan["slot"],
-            plan["off"],
+            plan["ch_key"],
+            plan["ch_start"],
+            plan["ch_end"],
             plan["blk_bos"],
             plan["blk_j"],
             plan["blk_len"],
@@ -603,7 +664,7 @@ def fsa_backward(
     block_size: int,
     scale: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """FSA-order backward: per-block dK/dV without atomics, partial dQ summed per token."""
+    """FSA-order backward: partial dK/dV per chunk and partial dQ per (token, slot), reduced without atomics."""
     n, hq, d = q.shape
     hkv = k.shape[1]
     s_max = idx.shape[2]
@@ -613,9 +674,13 @@ def fsa_backward(
     dqp = torch.empty(n, s_max, hq, d, device=q.device, dtype=torch.float32)
     dk = torch.zeros_like(k)
     dv = torch.zeros_like(v)
-    block_m, epi = _fsa_block(g)
-    if n > 0 and ngb > 0:
-        _fsa_bwd_kernel[(ngb, hkv)](
+    block_m, epi, _ = fsa_tiling(g)
+    nch = plan["ch_key"].numel()
+    bd = _pow2(d)
+    dkp = torch.empty(nch, block_size, bd, device=q.device, dtype=torch.float32)
+    dvp = torch.empty_like(dkp)
+    if n > 0 and nch > 0:
+        _fsa_bwd_kernel[(nch,)](
             q,
             k,
             v,
@@ -624,13 +689,15 @@ def fsa_backward(
             delta,
             plan["tok"],
             plan["slot"],
-            plan["off"],
+            plan["ch_key"],
+            plan["ch_start"],
+            plan["ch_end"],
             plan["blk_bos"],
             plan["blk_j"],
             plan["blk_len"],
             dqp,
-            dk,
-            dv,
+            dkp,
+            dvp,
             scale,
             ngb,
             q.stride(0),
@@ -647,6 +714,23 @@ def fsa_backward(
             BLOCK_M=block_m,
             EPI=epi,
             PREC=_prec(q.dtype),
+            num_warps=_warps(8),
+        )
+        _fsa_dkv_reduce_kernel[(hkv * ngb,)](
+            dkp,
+            dvp,
+            plan["ck_off"],
+            plan["blk_bos"],
+            plan["blk_j"],
+            plan["blk_len"],
+            dk,
+            dv,
+            ngb,
+            k.stride(0),
+            k.stride(1),
+            D=d,
+            BLOCK_D=bd,
+            BS=block_size,
             num_warps=_warps(4),
         )
     valid = (idx >= 0).repeat_interleave(g, dim=1).transpose(1, 2)  # [N, S, HQ]
