@@ -21,7 +21,7 @@ _LEADING = re.compile(r"^[\s\"'`]+")
 def normalise_answer(answer: str) -> str:
     """Case-folded answer with surrounding whitespace, quotes and end punctuation removed.
 
-    Example:
+    Examples:
         >>> normalise_answer('  "Paris." ')
         'paris'
     """
@@ -46,7 +46,7 @@ def majority_vote(
         abstentions: answers that mean "this chunk has nothing"; compared normalised.
         no_answer: returned when every worker abstained.
 
-    Example:
+    Examples:
         >>> majority_vote(["none", "42", "41", "41", "42"])
         '42'
     """
@@ -69,7 +69,7 @@ def majority_vote(
 class MajorityVote:
     """Aggregator object for :func:`majority_vote` (abstentions do not vote; ties go first).
 
-    Example:
+    Examples:
         >>> MajorityVote()("q", ["none", "7", "none"])
         '7'
     """
@@ -89,7 +89,7 @@ class ManagerAggregator:
         template: prompt with ``{question}`` and ``{responses}`` placeholders.
         options: generation options passed to ``model.chat``.
 
-    Example:
+    Examples:
         >>> class Echo:
         ...     def chat(self, messages, **options):
         ...         return "7"

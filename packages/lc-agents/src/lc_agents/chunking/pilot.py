@@ -15,7 +15,7 @@ from lc_agents.chunking.split import TextTokenizer, count_units
 def contains_answer(prediction: str, answers: Sequence[str]) -> bool:
     """True if any normalised gold answer occurs in the normalised prediction.
 
-    Example:
+    Examples:
         >>> contains_answer("The value is 4417.", ["4417"])
         True
     """

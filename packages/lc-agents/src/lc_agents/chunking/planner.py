@@ -95,7 +95,7 @@ class NoiseModel:
         base_noise: ``delta``, noise at any length.
         length_scale: ``s``, the unit of length of ``model_noise`` (tokens).
 
-    Example:
+    Examples:
         >>> m = NoiseModel(model_noise=0.5, growth=2.0, aggregator_noise=0.02, length_scale=1000)
         >>> round(float(m.accuracy(4000, 1)), 4), round(float(m.accuracy(4000, 8)), 4)
         (0.0003, 0.3198)
@@ -258,7 +258,7 @@ def fit_noise_model(
     Returns:
         The fitted model and its diagnostics.
 
-    Example:
+    Examples:
         >>> true = NoiseModel(0.4, 2.0, 0.03, base_noise=0.05, length_scale=1000)
         >>> pilots = [PilotResult(c, 4000, round(1e6 * float(true.accuracy(4000, 4000 // c))), 10**6)
         ...           for c in (4000, 2000, 1000, 500, 250, 125)]
@@ -377,7 +377,7 @@ def recommend_chunking(
     Returns:
         The recommendation and the predicted curve.
 
-    Example:
+    Examples:
         >>> m = NoiseModel(model_noise=0.5, growth=2.0, aggregator_noise=0.02, length_scale=1000)
         >>> rec = recommend_chunking(m, 4000)
         >>> rec.chunk, rec.chunk_size, rec.n_workers

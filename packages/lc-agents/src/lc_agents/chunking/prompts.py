@@ -27,7 +27,7 @@ MANAGER_TEMPLATE = (
 def fill(template: str, **values: str) -> str:
     """Replace each ``{name}`` in ``template`` by ``values[name]``.
 
-    Example:
+    Examples:
         >>> fill("Q: {question}", question="Who?")
         'Q: Who?'
     """

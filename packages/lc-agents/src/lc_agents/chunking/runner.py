@@ -157,7 +157,7 @@ class ChunkAndAggregate:
         aggregator: custom ``(question, answers) -> answer`` function; overrides
             ``config.aggregation``.
 
-    Example:
+    Examples:
         >>> class Finder:
         ...     def chat(self, messages, **options):
         ...         return "7" if "key=7" in messages[0]["content"] else "none"
@@ -342,7 +342,7 @@ def chunk_and_aggregate(
 ) -> ChunkingResult:
     """One-call form of :class:`ChunkAndAggregate` (extra keywords go to :class:`ChunkingConfig`).
 
-    Example:
+    Examples:
         >>> class Finder:
         ...     def chat(self, messages, **options):
         ...         return "7" if "key=7" in messages[0]["content"] else "none"

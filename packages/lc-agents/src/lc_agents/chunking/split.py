@@ -69,7 +69,7 @@ def chunk_spans(
     Returns:
         ``k`` pairs ``(start, end)``.
 
-    Example:
+    Examples:
         >>> chunk_spans(10, chunk_size=4)
         [(0, 4), (4, 7), (7, 10)]
         >>> chunk_spans(10, chunk_size=4, overlap=1)
@@ -136,7 +136,7 @@ def split_document(
     Returns:
         The chunks in document order.
 
-    Example:
+    Examples:
         >>> [c.text for c in split_document("abcdefghij", chunk_size=4)]
         ['abcd', 'efg', 'hij']
     """
