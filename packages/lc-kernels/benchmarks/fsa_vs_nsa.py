@@ -103,12 +103,17 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def gpu_correctness(
-    t: int = 4096, device: str = "cuda", dtype: torch.dtype = torch.bfloat16
+    t: int = 4096,
+    device: str = "cuda",
+    dtype: torch.dtype = torch.bfloat16,
+    groups: tuple[int, ...] = (1, 2, 4, 8),
+    hkv: int = 2,
+    d: int = D,
 ) -> list[dict[str, Any]]:
     """Kernels vs the fp32 reference on the same (rounded) inputs: rel. RMS of o, dq, dk, dv."""
     rows = []
-    for g in (1, 2, 4, 8):
-        x = make_inputs(t, g, 2, D, dtype, device, seed=g)
+    for g in groups:
+        x = make_inputs(t, g, hkv, d, dtype, device, seed=g)
         ref_in = [x[n].float().requires_grad_(True) for n in ("q", "k", "v")]
         ref = selected_attention(*ref_in, x["idx"], BLOCK, backend="torch")
         ref.backward(x["do"].float())

@@ -77,7 +77,8 @@ def selected_attention(
         v: ``[B, T, H_kv, D]`` values.
         block_indices: ``[B, T, H_kv, S]`` integer block ids; with ``cu_seqlens`` they count
             from each sequence's start. Ids must be ``-1`` or ``<= t // block_size``.
-        block_size: tokens per key/value block (a power of two >= 16 for Triton).
+        block_size: tokens per key/value block; the Triton kernels need a power of two >= 16
+            (``auto`` uses the reference for other sizes).
         scale: softmax scale, default ``1 / sqrt(D)``.
         cu_seqlens: optional ``[N + 1]`` offsets of packed sequences (``B`` must be 1).
         backend: ``"auto"`` (Triton on CUDA, reference elsewhere), ``"triton"``, ``"torch"``.
@@ -105,13 +106,14 @@ def selected_attention(
     sc = default_scale(scale, d)
     cu = check_cu_seqlens(cu_seqlens, b, t, q.device)
     check_block_indices(block_indices, q, hkv, block_size, cu if cu_seqlens is not None else cu[:2])
-    chosen = resolve_backend(backend, q.device, q.dtype)
-    if chosen == "torch":
-        return selected_attention_reference(q, k, v, block_indices, block_size, sc, cu_seqlens)
-    if block_size < 16 or block_size & (block_size - 1):
+    kernel_ok = block_size >= 16 and not block_size & (block_size - 1)
+    if backend == "triton" and not kernel_ok:
         raise ValueError(
             f"the Triton kernels need block_size a power of two >= 16, got {block_size}"
         )
+    chosen = resolve_backend(backend, q.device, q.dtype)
+    if chosen == "torch" or not kernel_ok:  # auto falls back to the reference for other sizes
+        return selected_attention_reference(q, k, v, block_indices, block_size, sc, cu_seqlens)
     from lc_kernels.selected_attention.function import SelectedAttentionFunction, dedup_indices
 
     g = hq // hkv
