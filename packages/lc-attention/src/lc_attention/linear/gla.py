@@ -107,7 +107,7 @@ def gla_chunk(
     *,
     scale: float | None = None,
     initial_state: torch.Tensor | None = None,
-    chunk_size: int = 32,
+    chunk_size: int = 16,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Chunked-parallel GLA in PyTorch (the training form); same outputs as the recurrence.
 
@@ -180,7 +180,7 @@ def gated_linear_attention(
     scale: float | None = None,
     initial_state: torch.Tensor | None = None,
     mode: str = "chunk",
-    chunk_size: int = 32,
+    chunk_size: int = 16,
     backend: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GLA with a choice of form and backend.
@@ -231,7 +231,7 @@ def linear_attention(
     scale: float | None = None,
     initial_state: torch.Tensor | None = None,
     mode: str = "chunk",
-    chunk_size: int = 32,
+    chunk_size: int = 16,
     backend: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Plain causal linear attention ``o_t = s q_t sum_{j<=t} k_j^T v_j`` (GLA with ``g = 0``).

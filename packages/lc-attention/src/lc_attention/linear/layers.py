@@ -49,7 +49,7 @@ class GLAConfig:
     gate_low_rank: int = 16
     gate_logit_normalizer: float = 16.0
     output_gate: bool = True
-    chunk_size: int = 32
+    chunk_size: int = 16
     backend: str = "auto"
 
     def __post_init__(self) -> None:
