@@ -89,6 +89,14 @@ def test_selection_forces_initial_and_local_blocks_and_excludes_future():
         assert len(sel[t]) == min(4, o + 1)
 
 
+def test_compressed_attention_can_return_the_selection_too():
+    q, k = _rand(12, 1, 130, 4, 8), _rand(13, 1, 130, 2, 8)
+    kc = mean_pool_compress(k, 32, 16)
+    o, idx = compressed_attention(q, kc, kc, 32, 16, top_k=2, block_size=64)
+    torch.testing.assert_close(o, compressed_attention(q, kc, kc, 32, 16))
+    assert torch.equal(idx, select_blocks(q, kc, block_size=64, top_k=2))
+
+
 def test_selection_finds_the_block_a_query_matches():
     t, d = 256, 16
     q = torch.zeros(1, t, 2, d)

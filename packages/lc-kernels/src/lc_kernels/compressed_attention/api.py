@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import overload
+
 import torch
 
 from lc_kernels._common import check_qkv, default_scale
@@ -46,6 +48,37 @@ def _check_cmp(
         raise ValueError(f"k_cmp batch {k_cmp.shape[0]} != q batch {b}")
 
 
+@overload
+def compressed_attention(
+    q: torch.Tensor,
+    k_cmp: torch.Tensor,
+    v_cmp: torch.Tensor,
+    kernel_size: int = ...,
+    stride: int = ...,
+    scale: float | None = ...,
+    top_k: None = ...,
+    block_size: int = ...,
+    init_blocks: int = ...,
+    local_blocks: int = ...,
+) -> torch.Tensor: ...
+
+
+@overload
+def compressed_attention(
+    q: torch.Tensor,
+    k_cmp: torch.Tensor,
+    v_cmp: torch.Tensor,
+    kernel_size: int = ...,
+    stride: int = ...,
+    scale: float | None = ...,
+    *,
+    top_k: int,
+    block_size: int = ...,
+    init_blocks: int = ...,
+    local_blocks: int = ...,
+) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
 def compressed_attention(
     q: torch.Tensor,
     k_cmp: torch.Tensor,
@@ -53,8 +86,15 @@ def compressed_attention(
     kernel_size: int = 32,
     stride: int = 16,
     scale: float | None = None,
-) -> torch.Tensor:
+    top_k: int | None = None,
+    block_size: int = 64,
+    init_blocks: int = 1,
+    local_blocks: int = 2,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Causal attention of every query to the compressed keys it may see (NSA's compression branch).
+
+    With ``top_k`` it also selects blocks for the selection branch (see
+    [select_blocks][lc_kernels.compressed_attention.select_blocks]) and returns both.
 
     Args:
         q: ``[B, T, HQ, D]`` queries.
@@ -63,9 +103,14 @@ def compressed_attention(
         kernel_size: tokens summarised by one compressed token (l = 32).
         stride: distance between compressed spans (d = 16).
         scale: softmax scale, default ``1 / sqrt(D)``.
+        top_k: if given, also return ``top_k`` selected blocks per token and KV head.
+        block_size: selection block length (with ``top_k``).
+        init_blocks: initial blocks always selected (with ``top_k``).
+        local_blocks: most recent blocks always selected (with ``top_k``).
 
     Returns:
-        ``[B, T, HQ, D]``; tokens before the first complete span get 0.
+        ``[B, T, HQ, D]``; tokens before the first complete span get 0. With ``top_k``:
+        ``(output, block_indices [B, T, H_kv, top_k] int32)``.
 
     Example:
         >>> import torch
@@ -79,7 +124,12 @@ def compressed_attention(
     o, _ = compressed_attention_reference(
         q, k_cmp, v_cmp, kernel_size, stride, default_scale(scale, q.shape[-1])
     )
-    return o
+    if top_k is None:
+        return o
+    idx = select_blocks(
+        q, k_cmp, block_size, top_k, kernel_size, stride, init_blocks, local_blocks, scale
+    )
+    return o, idx
 
 
 def select_blocks(
