@@ -31,10 +31,26 @@ def test_hashing_embedder_is_deterministic_and_unit_norm() -> None:
     assert abs(float(a[0] @ a[1])) < 0.9
 
 
-def test_auto_embedder_falls_back_when_minilm_is_absent() -> None:
-    emb = make_text_embedder("auto")
-    expected = "MiniLMTextEmbedder" if minilm_path() else "HashingTextEmbedder"
-    assert type(emb).__name__ == expected
+def test_auto_embedder_falls_back_when_minilm_is_absent(monkeypatch) -> None:
+    import lc_robotics_reward.text as text
+
+    monkeypatch.setattr(text, "minilm_path", lambda: None)
+    emb = text.make_text_embedder("auto")
+    assert isinstance(emb, HashingTextEmbedder)
     assert emb(["stack the cups"]).shape == (1, 384)
+    with pytest.raises(ImportError, match=r"lc-robotics-reward\[text\]"):
+        text.MiniLMTextEmbedder()
     with pytest.raises(ValueError, match="allowed"):
         make_text_embedder("clip")
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.skipif(
+    minilm_path() is None, reason="the 'text' extra (all-MiniLM-L6-v2) is not installed"
+)
+def test_minilm_embeds_paraphrases_closer_than_other_tasks() -> None:
+    emb = make_text_embedder("auto")
+    v = emb(["put the red block in the bin", "place the red cube into the bin", "fold the towel"])
+    assert v.shape == (3, 384)
+    assert float(v[0] @ v[1]) > float(v[0] @ v[2]) + 0.2

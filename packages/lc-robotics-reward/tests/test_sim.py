@@ -35,11 +35,11 @@ def test_speed_is_bounded_and_open_gripper_passes_over_pucks() -> None:
     world.step(np.array([[0.0, 0.0, -1.0]]))
     assert np.linalg.norm(world.grip[0] - start) == pytest.approx(0.035)
     puck = world.objects[0, 1].copy()
-    world.grip[0] = [*puck, 0.1, 0.0]
+    world.grip[0] = puck + np.array([0.1, 0.0])
     for _ in range(6):  # open: passes over the puck
         world.step(np.array([[puck[0] - 0.1, puck[1], -1.0]]))
     np.testing.assert_allclose(world.objects[0, 1], puck)
-    world.grip[0] = [*puck, 0.1, 0.0]
+    world.grip[0] = puck + np.array([0.1, 0.0])
     world.aperture[:] = 1.0
     for _ in range(6):  # closed: pushes it along -x
         world.step(np.array([[puck[0] - 0.1, puck[1], 1.0]]))
