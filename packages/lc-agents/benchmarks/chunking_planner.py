@@ -324,6 +324,12 @@ def best_of(table: dict[str, dict[str, Any]]) -> str:
     return max(table, key=lambda k: (table[k]["accuracy"], -table[k]["n_workers"]))
 
 
+def ties_of(table: dict[str, dict[str, Any]]) -> list[str]:
+    """Every chunk size whose accuracy equals the best."""
+    top = max(v["accuracy"] for v in table.values())
+    return [k for k, v in table.items() if v["accuracy"] == top]
+
+
 def _model_dict(m: NoiseModel) -> dict[str, float]:
     return {
         "model_noise_a": m.model_noise,
@@ -414,6 +420,7 @@ def analyse(
             "measured_pilot_cells": per_size(pilot_records, flag),
             "recommended": rec_key,
             "measured_best_held_out": best_of(eval_table),
+            "measured_best_held_out_ties": ties_of(eval_table),
             "measured_best_all": best_of(all_table),
             "recommended_accuracy_held_out": eval_table.get(rec_key, {}).get("accuracy"),
             "best_accuracy_held_out": eval_table[best_of(eval_table)]["accuracy"],
@@ -468,8 +475,20 @@ def plot(result: dict[str, Any], path: Path) -> None:
             lw=6,
             label=f"recommended: {rec['chunk_size']} tokens",
         )
-        best = agg["measured_held_out"][agg["measured_best_held_out"]]["chunk_size"]
-        ax.axvline(best, color="C3", ls="--", label=f"measured best (held-out): {best:.0f} tokens")
+        tied = [
+            agg["measured_held_out"][k]["chunk_size"] for k in agg["measured_best_held_out_ties"]
+        ]
+        for j, best in enumerate(tied):
+            ax.axvline(
+                best,
+                color="C3",
+                ls="--",
+                label=None
+                if j
+                else "measured best (held-out): "
+                + " = ".join(f"{t:.0f}" for t in tied)
+                + " tokens",
+            )
         ax.set_xscale("log", base=2)
         ax.set_xlabel("chunk size (tokens per worker); rightmost = single pass")
         ax.set_title(agg["description"], fontsize=9)
