@@ -128,7 +128,7 @@ def temporal_proportions(
         total[present] += share[present]
         count[present] += 1
     if (count == 0).any():
-        missing = [subtasks[k] for k in np.nonzero(count == 0)[0]]
+        missing = [subtasks[int(k)] for k in np.nonzero(count == 0)[0]]
         raise AnnotationError(f"no annotated episode contains subtask(s) {missing}")
     alpha = total / count
     return alpha / alpha.sum()

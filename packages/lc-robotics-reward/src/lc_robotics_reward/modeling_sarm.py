@@ -163,7 +163,9 @@ class SARMModel(nn.Module):
         tau = torch.sigmoid(
             self.tau_head(torch.cat([hidden, self.stage_embedding(stage)], dim=-1))
         ).squeeze(-1)
-        progress = self.before[stage] + self.alpha[stage] * tau
+        before: torch.Tensor = self.before  # type: ignore[assignment]
+        alpha: torch.Tensor = self.alpha  # type: ignore[assignment]
+        progress = before[stage] + alpha[stage] * tau
         return {"stage_logits": logits, "stage": stage, "tau": tau, "progress": progress}
 
     def forward(
