@@ -99,3 +99,22 @@ def test_processor_masks_everything_outside_the_allowed_set() -> None:
     assert torch.isfinite(masked[0]).nonzero().flatten().tolist() == [3, 4]
     masked = proc(torch.tensor([[7, 7, 3]]), scores)
     assert torch.isfinite(masked[0]).nonzero().flatten().tolist() == [SEP, END, 4]
+
+
+def test_boundaries_make_spans_whole_units() -> None:
+    # sources: "5 6 . 7 8 ." as sentences, with 9 the boundary ("." token)
+    c = SpanCopyConstraint(
+        [[5, 6, 9, 7, 8, 9]], separator_ids=[SEP], end_ids=[END], boundary_ids=[9]
+    )
+    assert c.allowed() == {5, 7}  # only sentence starts
+    c.advance(7)
+    assert c.allowed() == {8}  # no end inside a sentence
+    c.advance(8)
+    c.advance(9)
+    assert c.allowed() == {SEP, END}  # source exhausted after a full sentence
+    c.advance(SEP)
+    c.advance(5)
+    c.advance(6)
+    assert c.allowed() == {9}
+    c.advance(9)
+    assert c.allowed() == {7, SEP, END}

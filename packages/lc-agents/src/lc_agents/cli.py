@@ -25,8 +25,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 DEMO_LENGTH = 16384
 DEMO_SEED = 0
@@ -106,6 +106,10 @@ def ask(
         pathlib.Path | None,
         typer.Option(help="JSON checkpoint; an interrupted run resumes from it."),
     ] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(help="Tokenizer directory counting chunk tokens for --endpoint runs."),
+    ] = None,
 ) -> None:
     """Read a document chunk by chunk with MemAgent and answer a question about it."""
     expected: tuple[str, ...] | None = None
@@ -126,7 +130,9 @@ def ask(
             backend = build_backend(endpoint, model, api_key)
         from lc_agents.memagent import MemAgent
 
-        agent = MemAgent(backend, build_config(chunk_tokens, memory_tokens, plain))
+        agent = MemAgent(
+            backend, build_config(chunk_tokens, memory_tokens, plain), tokenizer=_tok(tokenizer)
+        )
         out.print(f"[bold]Question:[/] {question}", highlight=False)
         result = agent.run(document, question, checkpoint=checkpoint, progress=True)
     except AgentError as exc:
@@ -150,6 +156,14 @@ def ask(
         f"{result.seconds:.1f} s[/]",
         highlight=False,
     )
+
+
+def _tok(path: str | None) -> Any:
+    if path is None:
+        return None
+    from lc_agents.models import load_tokenizer
+
+    return load_tokenizer(path)
 
 
 def _demo_item(backend: Any, length: int, seed: int) -> tuple[str, str, tuple[str, ...]]:
@@ -195,6 +209,10 @@ def serve(
     plain: Annotated[
         bool, typer.Option("--plain", help="Plain prompting, no copy-constrained decoding.")
     ] = False,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(help="Tokenizer directory counting chunk tokens for --endpoint runs."),
+    ] = None,
 ) -> None:
     """Serve MemAgent as an OpenAI-compatible chat-completions API."""
     import uvicorn
@@ -203,7 +221,9 @@ def serve(
 
     try:
         backend = build_backend(endpoint, model, api_key)
-        app_ = create_app(backend, build_config(chunk_tokens, memory_tokens, plain))
+        app_ = create_app(
+            backend, build_config(chunk_tokens, memory_tokens, plain), tokenizer=_tok(tokenizer)
+        )
     except AgentError as exc:
         raise _fail(str(exc)) from None
     err.print(f"serving MemAgent on http://{host}:{port}/v1", highlight=False)

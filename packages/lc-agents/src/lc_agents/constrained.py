@@ -44,6 +44,9 @@ class SpanCopyConstraint:
         end_ids: tokens that end the output (for example the chat end-of-turn token).
         max_spans: at most this many spans (``None``: unlimited); after the last span
             only continuing it or ending is allowed.
+        boundary_ids: if given, spans are whole units (for example sentences): a span may
+            start only at the start of a source or right after one of these tokens, and
+            may end only right after one of them or at the end of a source.
 
     Raises:
         ValueError: no source tokens, or a separator/end id that is negative.
@@ -56,6 +59,7 @@ class SpanCopyConstraint:
         separator_ids: Sequence[int] = (),
         end_ids: Sequence[int] = (),
         max_spans: int | None = None,
+        boundary_ids: Sequence[int] | None = None,
     ) -> None:
         parts: list[int] = []
         for src in sources:
@@ -72,7 +76,20 @@ class SpanCopyConstraint:
         self.separators = frozenset(int(t) for t in separator_ids)
         self.ends = frozenset(int(t) for t in end_ids)
         self.max_spans = max_spans
-        self._starts = np.flatnonzero(self.text != _GAP)
+        real = self.text != _GAP
+        if boundary_ids is None:
+            self._starts = np.flatnonzero(real)
+            self._can_end = np.ones(len(self.text), dtype=bool)
+        else:
+            bounds = np.isin(self.text, np.asarray(sorted(set(boundary_ids)), dtype=np.int64))
+            prev = np.concatenate([[True], (self.text == _GAP)[:-1] | bounds[:-1]])
+            self._starts = np.flatnonzero(real & prev)
+            # a span whose next position is p is complete if token p-1 is a boundary
+            # or p is the end of its source
+            self._can_end = np.zeros(len(self.text), dtype=bool)
+            self._can_end[1:] = bounds[:-1]
+            self._can_end |= ~real
+        self._free_ends = boundary_ids is None
         self._positions = self._starts
         self._span_len = 0
         self._spans = 0
@@ -84,7 +101,7 @@ class SpanCopyConstraint:
             return set(self.ends)
         nxt = self.text[self._positions]
         allowed = {int(t) for t in np.unique(nxt[nxt != _GAP])}
-        if self._span_len > 0:
+        if self._span_len > 0 and (self._free_ends or self._can_end[self._positions].any()):
             allowed |= self.ends
             if self.max_spans is None or self._spans < self.max_spans:
                 allowed |= self.separators
@@ -97,11 +114,14 @@ class SpanCopyConstraint:
             if token in self.ends:
                 return
             raise ValueError(f"token {token} after the end of a constrained output")
-        if self._span_len > 0 and token in self.ends:
+        closable = self._span_len > 0 and (
+            self._free_ends or bool(self._can_end[self._positions].any())
+        )
+        if closable and token in self.ends:
             self.finished = True
             return
         spans_left = self.max_spans is None or self._spans < self.max_spans
-        if self._span_len > 0 and token in self.separators and spans_left:
+        if closable and token in self.separators and spans_left:
             self._positions = self._starts
             self._span_len = 0
             return

@@ -64,18 +64,21 @@ def split_request(messages: list[dict[str, Any]], question: str | None = None) -
     return "\n\n".join([*earlier, head]), tail.strip()
 
 
-def create_app(backend: ChatBackend, config: MemAgentConfig | None = None) -> Any:
+def create_app(
+    backend: ChatBackend, config: MemAgentConfig | None = None, *, tokenizer: Any = None
+) -> Any:
     """A FastAPI app serving MemAgent over ``backend``.
 
     Args:
         backend: the chat backend the agent uses.
         config: MemAgent settings (default :class:`MemAgentConfig`).
+        tokenizer: tokenizer counting tokens (default: the backend's, else the embedded one).
     """
     from fastapi import FastAPI, HTTPException
     from fastapi.responses import JSONResponse
     from pydantic import BaseModel, ConfigDict
 
-    agent = MemAgent(backend, config)
+    agent = MemAgent(backend, config, tokenizer=tokenizer)
     app = FastAPI(title="lc-agents MemAgent", version="1")
 
     class ChatMessage(BaseModel):

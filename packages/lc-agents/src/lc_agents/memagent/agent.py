@@ -102,6 +102,7 @@ class MemAgent:
 
             tokenizer = load_tokenizer()
         self.tokenizer = tokenizer
+        self._sentence_ends: list[int] | None = None
         self._local = bool(getattr(backend, "supports_constraints", False)) and hasattr(
             backend, "generate_ids"
         )
@@ -180,6 +181,7 @@ class MemAgent:
             )
             constraint = None
             if cfg.copy_memory:
+                prompt += self._encode(cfg.prompts.update_reply_prefix)
                 sources = [list(chunk_ids), *self._keep_sources()]
                 if memory:
                     sources.insert(0, self._encode(memory))
@@ -188,6 +190,7 @@ class MemAgent:
                     separator_ids=self._separator_ids(),
                     end_ids=self.backend.end_ids,  # type: ignore[attr-defined]
                     max_spans=cfg.max_spans,
+                    boundary_ids=self._sentence_end_ids() if cfg.whole_sentences else None,
                 )
             out = self.backend.generate_ids(  # type: ignore[attr-defined]
                 prompt, max_tokens=cfg.memory_tokens, constraint=constraint
@@ -257,15 +260,30 @@ class MemAgent:
         word = self.config.keep_word
         return [self._encode(w) for w in {word, word.lower(), " " + word.lower()}]
 
+    def _sentence_end_ids(self) -> list[int]:
+        """Ids of the tokens whose text ends a sentence (., !, ? or a newline)."""
+        if self._sentence_ends is None:
+            vocab = len(self.tokenizer)
+            texts = self.tokenizer.batch_decode([[i] for i in range(vocab)])
+            self._sentence_ends = [
+                i for i, t in enumerate(texts) if t.rstrip(" ").endswith((".", "!", "?", "\n"))
+            ]
+        return self._sentence_ends
+
     def _separator_ids(self) -> list[int]:
         ids = self._encode("\n")
         return ids if len(ids) == 1 else []
 
     def _fit_budget(self, text: str) -> str:
+        """Cut ``text`` so that it re-encodes to at most ``memory_tokens`` tokens."""
+        budget = self.config.memory_tokens
         ids = self._encode(text)
-        if len(ids) <= self.config.memory_tokens:
-            return text
-        return self.tokenizer.decode(ids[: self.config.memory_tokens]).strip()
+        keep = min(len(ids), budget)
+        while True:
+            candidate = text if keep == len(ids) else self.tokenizer.decode(ids[:keep]).strip()
+            if len(self._encode(candidate)) <= budget or keep == 0:
+                return candidate
+            keep -= 1
 
     def _fingerprint(self, document: str, question: str) -> str:
         h = hashlib.sha256()

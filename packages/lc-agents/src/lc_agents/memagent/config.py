@@ -38,6 +38,7 @@ class MemAgentPrompts:
         "notes that answers the question. If the section says nothing about the question, "
         "reply with the single word: none"
     )
+    update_reply_prefix: str = "Notes:"
     answer: str = (
         "Notes taken while reading a document:\n"
         "{memory}\n"
@@ -82,6 +83,7 @@ class MemAgentConfig:
             (needs a backend with ``supports_constraints``; others fall back to free text).
         copy_answer: constrain the final answer to spans of the memory.
         max_spans: at most this many copied spans per memory update.
+        whole_sentences: copied memory spans start and end at sentence boundaries.
         keep_word: a reply equal to this word (case-insensitive) keeps the memory unchanged.
         initial_memory: the memory shown before the first chunk.
         prompts: the prompt templates.
@@ -93,6 +95,7 @@ class MemAgentConfig:
     copy_memory: bool = True
     copy_answer: bool = True
     max_spans: int | None = 2
+    whole_sentences: bool = True
     keep_word: str = "none"
     initial_memory: str = "No notes yet."
     prompts: MemAgentPrompts = field(default_factory=MemAgentPrompts)
@@ -121,6 +124,7 @@ class MemAgentConfig:
             copy_memory=False,
             copy_answer=False,
             max_spans=None,
+            whole_sentences=False,
             initial_memory="No previous memory",
         )
 
