@@ -269,9 +269,12 @@ class PartialSeriesDataset:
     Attributes:
         name: dataset name.
         classes: original label of each class id.
-        x_train, y_train: full training series and class ids.
-        x_val, y_val: full validation series (held out from the official train split).
-        x_test, y_test: full test series (official test split).
+        x_train: full training series ``[n_train, C, L]``.
+        y_train: their class ids ``[n_train]``.
+        x_val: full validation series (held out from the official train split).
+        y_val: their class ids.
+        x_test: full test series (official test split).
+        y_test: their class ids.
     """
 
     name: str
