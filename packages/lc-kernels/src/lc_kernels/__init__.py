@@ -10,7 +10,9 @@ selection branch of Native Sparse Attention, in the NSA and FSA loop orders),
 [compressed_attention][lc_kernels.compressed_attention.compressed_attention] with
 [select_blocks][lc_kernels.compressed_attention.select_blocks] (the compression branch
 and top-k block selection) and
-[sliding_window_attention][lc_kernels.sliding_window.sliding_window_attention]. Importing
+[sliding_window_attention][lc_kernels.sliding_window.sliding_window_attention]; paged
+key/value memory in [lc_kernels.paged][] (page pools, gather/scatter, chunk attention over
+a paged past with gradients into gradient pages). Importing
 ``lc_kernels`` imports torch but not triton (the kernels load on first use).
 """
 
@@ -30,6 +32,14 @@ from lc_kernels.compressed_attention import (
     num_compressed,
     select_blocks,
 )
+from lc_kernels.paged import (
+    PagedKV,
+    PageLayout,
+    PagePool,
+    paged_chunk_attention,
+    paged_gather,
+    paged_scatter,
+)
 from lc_kernels.selected_attention import (
     dense_causal_attention_reference,
     selected_attention,
@@ -38,11 +48,17 @@ from lc_kernels.selected_attention import (
 from lc_kernels.sliding_window import sliding_window_attention
 
 __all__ = [
+    "PageLayout",
+    "PagePool",
+    "PagedKV",
     "__version__",
     "compressed_attention",
     "dense_causal_attention_reference",
     "mean_pool_compress",
     "num_compressed",
+    "paged_chunk_attention",
+    "paged_gather",
+    "paged_scatter",
     "select_blocks",
     "selected_attention",
     "selected_attention_reference",
