@@ -1,0 +1,24 @@
+"""DSSA: dense-sparse switchable attention (InfLLM-v2), parameter-free.
+
+Dense attention below ``dense_len`` keys; above it, each query attends to the top-k
+key blocks chosen from max-pooled, group-summed scores against mean-pooled keys, plus
+forced initial and local blocks. It reuses a model's own projections, so it applies
+to a pretrained model without training (see [lc_attention.hf][]).
+"""
+
+from __future__ import annotations
+
+from lc_attention.dssa.attention import dense_attention, dssa_attention
+from lc_attention.dssa.cache import CompressedKeyCache
+from lc_attention.dssa.config import DSSAConfig
+from lc_attention.dssa.selection import block_scores, compress_keys, select_blocks
+
+__all__ = [
+    "CompressedKeyCache",
+    "DSSAConfig",
+    "block_scores",
+    "compress_keys",
+    "dense_attention",
+    "dssa_attention",
+    "select_blocks",
+]

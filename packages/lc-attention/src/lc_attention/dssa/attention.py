@@ -1,0 +1,163 @@
+"""DSSA forward pass on ``[batch, seq, heads, head_dim]`` tensors (prefill and decode)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from lc_attention.dssa.cache import CompressedKeyCache
+from lc_attention.dssa.config import DSSAConfig
+from lc_attention.dssa.selection import compress_keys, select_blocks
+from lc_kernels import selected_attention
+
+
+def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(
+            "query, key, value must be 4-D [batch, seq, heads, head_dim], got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if k.shape != v.shape:
+        raise ValueError(f"key {tuple(k.shape)} and value {tuple(v.shape)} shapes differ")
+    if q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
+        raise ValueError(f"query {tuple(q.shape)} and key {tuple(k.shape)}: batch/head_dim differ")
+    if q.shape[2] % k.shape[2]:
+        raise ValueError(f"query heads {q.shape[2]} not a multiple of key heads {k.shape[2]}")
+    if q.shape[1] > k.shape[1]:
+        raise ValueError(f"more queries ({q.shape[1]}) than keys ({k.shape[1]})")
+
+
+def _bool_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """``[B, 1|H, T, S]`` bool (True = attend) from a bool or additive float mask."""
+    if mask is None or mask.dtype == torch.bool:
+        return mask
+    return mask == 0
+
+
+def _masked_sdpa(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """SDPA with ``allowed [B, H_kv|1, T, S]`` bool; rows with nothing allowed give 0."""
+    g = q.shape[2] // k.shape[2]
+    m = allowed.repeat_interleave(g, 1) if allowed.shape[1] > 1 else allowed
+    has = m.any(-1, keepdim=True)
+    m = m | ~has  # keep rows finite; zeroed below
+    o = F.scaled_dot_product_attention(
+        q.transpose(1, 2),
+        k.repeat_interleave(g, 2).transpose(1, 2),
+        v.repeat_interleave(g, 2).transpose(1, 2),
+        attn_mask=m,
+        scale=scale,
+    )
+    o = torch.where(has.expand_as(o[..., :1]), o, torch.zeros_like(o))
+    return o.transpose(1, 2)
+
+
+def dense_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    scale: float | None = None,
+    attention_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Causal GQA attention, queries aligned to the end of the keys.
+
+    Args:
+        query: ``[B, T, HQ, D]``; query ``t`` sits at key position ``S - T + t``.
+        key: ``[B, S, H_kv, D]``.
+        value: ``[B, S, H_kv, D]``.
+        scale: softmax scale, default ``1 / sqrt(D)``.
+        attention_mask: optional ``[B, 1, T, S]`` bool (True = attend) or additive float
+            mask; replaces the causal mask when given.
+
+    Returns:
+        ``[B, T, HQ, D]``.
+    """
+    _check(query, key, value)
+    sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    t, s = query.shape[1], key.shape[1]
+    allowed = _bool_mask(attention_mask)
+    if allowed is None:
+        pos = torch.arange(s - t, s, device=query.device)
+        allowed = (torch.arange(s, device=query.device)[None, :] <= pos[:, None])[None, None]
+    return _masked_sdpa(query, key, value, allowed, sc)
+
+
+def dssa_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    config: DSSAConfig,
+    scale: float | None = None,
+    attention_mask: torch.Tensor | None = None,
+    cache: CompressedKeyCache | None = None,
+) -> torch.Tensor:
+    """Dense-sparse switchable attention (InfLLM-v2).
+
+    With ``S < config.dense_len`` keys this is dense causal attention. Otherwise every
+    query attends only to the ``topk`` key blocks chosen by
+    [select_blocks][lc_attention.dssa.selection.select_blocks] (initial, local and
+    best-scoring blocks; all query heads of a GQA group share them). Queries are the
+    last ``T`` positions of the ``S`` keys, so prefill (``T == S``), chunked prefill and
+    decode (``T == 1`` over a KV cache) all go through here. A full prefill without a
+    padding mask runs [selected_attention][lc_kernels.selected_attention] (Triton on
+    CUDA); other cases run a masked SDPA over the selected blocks.
+
+    Args:
+        query: ``[B, T, HQ, D]`` queries.
+        key: ``[B, S, H_kv, D]`` keys (the whole KV cache when decoding).
+        value: ``[B, S, H_kv, D]`` values.
+        config: DSSA hyper-parameters.
+        scale: softmax scale, default ``1 / sqrt(D)``.
+        attention_mask: optional ``[B, 1, T, S]`` bool (True = attend) or additive float
+            mask (padding); combined with the block selection in sparse mode.
+        cache: optional [CompressedKeyCache][lc_attention.dssa.cache.CompressedKeyCache]
+            that extends the compressed keys incrementally across decode steps; without
+            it they are recomputed from ``key``.
+
+    Returns:
+        ``[B, T, HQ, D]`` in ``query.dtype``.
+
+    Example:
+        >>> import torch
+        >>> cfg = DSSAConfig.small(dense_len=256, window_size=64, topk=2)
+        >>> q = torch.randn(1, 300, 6, 16); k = torch.randn(1, 300, 2, 16)
+        >>> dssa_attention(q, k, k, cfg).shape
+        torch.Size([1, 300, 6, 16])
+    """
+    if not isinstance(config, DSSAConfig):
+        raise TypeError(f"config must be a DSSAConfig, got {type(config).__name__}")
+    _check(query, key, value)
+    t, s = query.shape[1], key.shape[1]
+    sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if s < config.dense_len:
+        return dense_attention(query, key, value, sc, attention_mask)
+    k_cmp = cache.update(key, config) if cache is not None else compress_keys(key, config)
+    positions = torch.arange(s - t, s, device=query.device)
+    idx = select_blocks(query, k_cmp, positions, s, config, sc)  # [B, T, H_kv, K]
+    allowed_pad = _bool_mask(attention_mask)
+    if t == s and allowed_pad is None:
+        return selected_attention(
+            query.contiguous(),
+            key.contiguous(),
+            value.contiguous(),
+            idx.contiguous(),
+            config.block_size,
+            sc,
+            backend=config.backend,
+        )
+    # selection mask over the keys: block of key in the selected set, and causal
+    nb = -(-s // config.block_size)
+    ids = idx.long()
+    ids = torch.where(ids < 0, torch.full_like(ids, nb), ids)
+    sel = torch.zeros(*ids.shape[:3], nb + 1, dtype=torch.bool, device=query.device)
+    sel.scatter_(-1, ids, True)
+    key_block = torch.arange(s, device=query.device) // config.block_size
+    allowed = sel[..., key_block]  # [B, T, H_kv, S]
+    causal = torch.arange(s, device=query.device)[None, :] <= positions[:, None]
+    allowed = (allowed & causal[None, :, None, :]).permute(0, 2, 1, 3)
+    if allowed_pad is not None:
+        allowed = allowed & allowed_pad
+    return _masked_sdpa(query, key, value, allowed, sc)

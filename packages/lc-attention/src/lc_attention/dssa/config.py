@@ -1,0 +1,115 @@
+"""Configuration of DSSA (dense-sparse switchable attention, InfLLM-v2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BACKENDS = ("auto", "triton", "torch")
+
+
+@dataclass(frozen=True)
+class DSSAConfig:
+    """Hyper-parameters of DSSA; the defaults are MiniCPM4's.
+
+    Attention is dense while the key length is below ``dense_len`` and block-sparse
+    from there on. In sparse mode every query attends to ``topk`` blocks of
+    ``block_size`` keys: the first ``init_blocks`` blocks, the ``window_size //
+    block_size`` most recent blocks, and the best-scoring remaining blocks, where a
+    block's score is the max-pooled, group-summed attention of the query to mean-pooled
+    keys (spans of ``kernel_size`` tokens every ``stride`` tokens).
+
+    Args:
+        kernel_size: tokens averaged into one compressed key (32).
+        stride: distance between compressed spans (16); ``<= kernel_size``.
+        init_blocks: leading blocks always attended (1).
+        block_size: tokens per selection block (64); a multiple of ``stride``.
+        window_size: local window in tokens (2048); a multiple of ``block_size``. The
+            local blocks count inside ``topk``.
+        topk: blocks attended per query and KV head (64); at least the forced blocks.
+        dense_len: key lengths below this use dense attention (8192).
+        backend: kernel backend of the block-sparse attention: ``"auto"`` (Triton on
+            CUDA, PyTorch elsewhere), ``"triton"`` or ``"torch"``.
+
+    Example:
+        >>> DSSAConfig().local_blocks
+        32
+        >>> DSSAConfig.small().dense_len
+        1024
+    """
+
+    kernel_size: int = 32
+    stride: int = 16
+    init_blocks: int = 1
+    block_size: int = 64
+    window_size: int = 2048
+    topk: int = 64
+    dense_len: int = 8192
+    backend: str = "auto"
+
+    def __post_init__(self) -> None:
+        for name, lo in (
+            ("kernel_size", 1),
+            ("stride", 1),
+            ("init_blocks", 0),
+            ("block_size", 1),
+            ("window_size", 0),
+            ("topk", 1),
+            ("dense_len", 0),
+        ):
+            val = getattr(self, name)
+            if isinstance(val, bool) or not isinstance(val, int) or val < lo:
+                raise ValueError(f"DSSAConfig.{name} must be an int >= {lo}, got {val!r}")
+        if self.stride > self.kernel_size:
+            raise ValueError(
+                f"DSSAConfig.stride={self.stride} must be <= kernel_size={self.kernel_size} "
+                "(larger strides leave keys out of every compressed span)"
+            )
+        if self.block_size % self.stride:
+            raise ValueError(
+                f"DSSAConfig.block_size={self.block_size} must be a multiple of "
+                f"stride={self.stride}"
+            )
+        if self.window_size % self.block_size:
+            raise ValueError(
+                f"DSSAConfig.window_size={self.window_size} must be a multiple of "
+                f"block_size={self.block_size}"
+            )
+        forced = self.init_blocks + self.local_blocks
+        if self.topk < forced:
+            raise ValueError(
+                f"DSSAConfig.topk={self.topk} must be >= init_blocks + window_size // "
+                f"block_size = {forced} (the forced blocks count inside the top-k)"
+            )
+        if self.backend not in BACKENDS:
+            raise ValueError(f"DSSAConfig.backend={self.backend!r} is not one of {BACKENDS}")
+
+    @property
+    def local_blocks(self) -> int:
+        """Number of most recent blocks always attended (``window_size // block_size``)."""
+        return self.window_size // self.block_size
+
+    @classmethod
+    def small(cls, **overrides: object) -> DSSAConfig:
+        """Preset for small models with 8K-32K context (e.g. SmolLM2-135M, Gemma-3-270M).
+
+        MiniCPM4 attends to 64 blocks (4096 tokens) once the context exceeds 8192 tokens,
+        for contexts of up to 128K. Scaled to a 8K-32K context: sparse from 1024 keys,
+        16 blocks of 64 (1024 tokens: 1 initial, a 256-token window, 11 chosen).
+
+        Args:
+            **overrides: fields to change from the preset.
+
+        Returns:
+            The preset config.
+        """
+        base: dict[str, object] = {
+            "kernel_size": 32,
+            "stride": 16,
+            "init_blocks": 1,
+            "block_size": 64,
+            "window_size": 256,
+            "topk": 16,
+            "dense_len": 1024,
+        }
+        base.update(overrides)
+        return cls(**base)  # type: ignore[arg-type]
