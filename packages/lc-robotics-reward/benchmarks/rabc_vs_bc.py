@@ -29,7 +29,7 @@ from lc_robotics_reward.dataset import RobotDataset
 from lc_robotics_reward.evaluation import pearson, ranking_auc, spearman, stage_accuracy
 from lc_robotics_reward.labels import derive_labels, frame_index_progress
 from lc_robotics_reward.processor_sarm import SARMProcessor, predict_episode
-from lc_robotics_reward.rabc import progress_deltas, rabc_filter, rabc_weights
+from lc_robotics_reward.rabc import episode_filter, progress_deltas, rabc_filter, rabc_weights
 from lc_robotics_reward.sim import BEHAVIOURS, TASKS, demos_to_dataset, generate_demos
 from lc_robotics_reward.text import make_text_embedder
 from lc_robotics_reward.training import train_sarm
@@ -37,7 +37,13 @@ from lc_robotics_reward.training import train_sarm
 ROOT = Path(__file__).resolve().parents[3]
 OUT = ROOT / "docs" / "benchmarks" / "lc-robotics-reward"
 MIX = {"good": 0.3, "regress": 0.35, "fail": 0.35}
-METHODS = ("vanilla BC", "RA-BC (weights)", "RA-BC (filter)", "good demos only (oracle)")
+METHODS = (
+    "vanilla BC",
+    "RA-BC (weights)",
+    "RA-BC (filter)",
+    "RA-BC (episode filter + weights)",
+    "good demos only (oracle)",
+)
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -113,6 +119,9 @@ def run_task(name: str, args: argparse.Namespace, embedder, log) -> dict:
     deltas = progress_deltas([p["progress"] for p in bc_pred], args.chunk)
     weights = rabc_weights(deltas)
     keep = rabc_filter(deltas)
+    episodes_kept = episode_filter(
+        [p["progress"] for p in bc_pred], threshold=args.episode_threshold
+    )
     beh = np.concatenate([ep.frames["behaviour"] for ep in bc_set.episodes])
     by_behaviour = {
         b: {
@@ -122,14 +131,21 @@ def run_task(name: str, args: argparse.Namespace, embedder, log) -> dict:
         }
         for i, b in enumerate(BEHAVIOURS)
     }
+    starts = np.cumsum([0] + [ep.length for ep in bc_set.episodes[:-1]])
+    ends_kept = episodes_kept[starts] > 0
     log(f"[{name}] weights by behaviour {json.dumps(by_behaviour)}")
+    log(f"[{name}] episode filter keeps {int(ends_kept.sum())}/{len(ends_kept)} episodes")
     obs = np.concatenate([ep.frames["observation.environment_state"] for ep in bc_set.episodes])
     act = np.concatenate([ep.frames["action"] for ep in bc_set.episodes])
     good_frames = np.concatenate(
         [np.full(ep.length, ep.meta["style"] == "good", dtype=float) for ep in bc_set.episodes]
     )
     method_weights = dict(
-        zip(METHODS, (np.ones(len(obs)), weights, keep, good_frames), strict=True)
+        zip(
+            METHODS,
+            (np.ones(len(obs)), weights, keep, weights * episodes_kept, good_frames),
+            strict=True,
+        )
     )
 
     # ---- BC policies and rollouts
@@ -180,6 +196,18 @@ def run_task(name: str, args: argparse.Namespace, embedder, log) -> dict:
             "by_behaviour": by_behaviour,
             "effective_fraction": float(weights.sum() / len(weights)),
             "filter_kept_fraction": float(keep.mean()),
+            "episode_filter_threshold": args.episode_threshold,
+            "episodes_kept": int(ends_kept.sum()),
+            "episodes_kept_by_style": {
+                s: int(
+                    sum(
+                        1
+                        for ep, k in zip(bc_set.episodes, ends_kept, strict=True)
+                        if k and ep.meta["style"] == s
+                    )
+                )
+                for s in MIX
+            },
         },
         "policies": results,
         "examples": examples,
@@ -196,7 +224,7 @@ def plot(report: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, 1 + len(tasks), figsize=(5 + 4.5 * len(tasks), 4))
     ax = axes[0]
     width = 0.8 / len(METHODS)
-    colours = ("#888888", "#1f77b4", "#2ca02c", "#dddddd")
+    colours = ("#888888", "#1f77b4", "#2ca02c", "#9467bd", "#dddddd")
     for m, method in enumerate(METHODS):
         rates = [report["tasks"][t]["policies"][method]["success_rate"] for t in tasks]
         lo = [
@@ -248,13 +276,14 @@ def main() -> None:
     parser.add_argument("--rm-demos", type=int, default=40)
     parser.add_argument("--bc-demos", type=int, default=150)
     parser.add_argument("--eval-demos", type=int, default=40)
-    parser.add_argument("--sarm-steps", type=int, default=600)
+    parser.add_argument("--sarm-steps", type=int, default=400)
     parser.add_argument("--sarm-batch", type=int, default=16)
     parser.add_argument("--bc-steps", type=int, default=1500)
     parser.add_argument("--bc-hidden", type=int, default=128)
     parser.add_argument("--bc-lr", type=float, default=2e-3)
     parser.add_argument("--chunk", type=int, default=5)
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--episode-threshold", type=float, default=0.9)
+    parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--rollouts", type=int, default=100)
     parser.add_argument("--text", default="auto", choices=("auto", "minilm", "hash"))
     parser.add_argument("--threads", type=int, default=1)

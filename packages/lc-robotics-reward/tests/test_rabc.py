@@ -57,3 +57,12 @@ def test_bad_inputs_raise() -> None:
         rabc_weights(np.array([np.nan]))
     with pytest.raises(ValueError, match="same 1-D shape"):
         weighted_bc_loss(torch.zeros(3), torch.zeros(2))
+
+
+def test_episode_filter_keeps_episodes_that_end_high() -> None:
+    from lc_robotics_reward.rabc import episode_filter
+
+    kept = episode_filter([np.array([0.1, 0.5, 0.95, 0.97]), np.array([0.2, 0.6, 0.4])], 0.9, 2)
+    assert kept.tolist() == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="threshold"):
+        episode_filter([np.zeros(2)], threshold=1.5)

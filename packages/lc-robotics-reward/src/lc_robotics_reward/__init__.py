@@ -31,7 +31,13 @@ from lc_robotics_reward.labels import (
     temporal_proportions,
     validate_spans,
 )
-from lc_robotics_reward.rabc import progress_deltas, rabc_filter, rabc_weights, weighted_bc_loss
+from lc_robotics_reward.rabc import (
+    episode_filter,
+    progress_deltas,
+    rabc_filter,
+    rabc_weights,
+    weighted_bc_loss,
+)
 from lc_robotics_reward.text import (
     HashingTextEmbedder,
     MiniLMTextEmbedder,
@@ -84,6 +90,7 @@ __all__ = [
     "TextEmbedder",
     "__version__",
     "derive_labels",
+    "episode_filter",
     "frame_index_progress",
     "make_text_embedder",
     "normalized_progress",

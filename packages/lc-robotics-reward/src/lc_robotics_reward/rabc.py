@@ -14,7 +14,9 @@ dataset the weight is
 
 so a sample that makes clear progress counts fully, one that stalls counts a little and
 one that undoes progress not at all. The policy loss is ``sum(w * l) / sum(w)``.
-*Filtering* keeps only the samples with ``r > kappa`` (weight 1) and drops the rest.
+*Filtering* keeps only the samples with ``r > kappa`` (weight 1) and drops the rest;
+:func:`episode_filter` drops whole episodes whose predicted progress ends low, and its
+mask can be multiplied with the weights (filter episodes, then reweight samples).
 
 Example:
     >>> import numpy as np
@@ -98,6 +100,30 @@ def rabc_filter(deltas: np.ndarray, kappa: float = KAPPA) -> np.ndarray:
     if r.ndim != 1:
         raise ValueError(f"deltas must be 1-D; got shape {r.shape}")
     return (r > kappa).astype(np.float64)
+
+
+def episode_filter(
+    progress: Sequence[np.ndarray], threshold: float = 0.9, tail: int = 3
+) -> np.ndarray:
+    """Episode-level filtering: keep episodes whose predicted progress ends high.
+
+    Args:
+        progress: normalised progress ``[T_e]`` per episode.
+        threshold: keep an episode if the mean progress of its last ``tail`` frames is at
+            least this.
+        tail: frames averaged at the end of an episode.
+
+    Returns:
+        ``[sum T_e]`` float64: 1 for every frame of a kept episode, else 0 (multiply it
+        with :func:`rabc_weights` to filter episodes and reweight samples).
+    """
+    if not 0.0 <= threshold <= 1.0 or tail < 1:
+        raise ValueError(f"threshold={threshold} (allowed 0..1), tail={tail} (allowed >= 1)")
+    out = []
+    for p in progress:
+        p = np.asarray(p, dtype=np.float64)
+        out.append(np.full(p.size, float(p[-tail:].mean() >= threshold)))
+    return np.concatenate(out)
 
 
 def weighted_bc_loss(per_sample_loss: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
