@@ -65,9 +65,10 @@ def train_regressor(
 ) -> tuple[ICLRegressor, RunResult]:
     """Train one regressor online on ``task``.
 
-    The train error is measured on a fixed set of prompts drawn from the training seed's
-    stream (prompts of the kind the model was fitted on); the test error on prompts from an
-    unrelated seed.
+    Training is online (a fresh batch every step), so the train error is the final value of
+    the training objective, estimated on one fixed batch of training-distribution prompts,
+    and the test error is measured on prompts from an unrelated seed; the two differ only by
+    sampling noise here, as in the population analysis of the paper.
 
     Example:
         >>> task = DriftConfig(dim=2, n_context=6, rho=0.9)
@@ -81,7 +82,7 @@ def train_regressor(
     gen = torch.Generator().manual_seed(seed)
     train_set = sample_prompts(task, train.eval_batch, torch.Generator().manual_seed(seed + 10**6))
     curve = []
-    for step in tqdm(range(train.steps), disable=not progress, desc=f"{kind} rho={task.rho}"):
+    for _ in tqdm(range(train.steps), disable=not progress, desc=f"{kind} rho={task.rho}"):
         data = sample_prompts(task, train.batch, gen)
         loss = (model(data.tokens()) - data.y[:, -1]).pow(2).mean()
         opt.zero_grad()
