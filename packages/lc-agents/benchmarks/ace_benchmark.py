@@ -95,13 +95,16 @@ TOPICS: dict[str, list[str]] = {
 CODE = re.compile(r"\b[A-Z]\d\b")
 
 
-def make_task(seed: int) -> tuple[dict[str, str], list[AceItem], list[AceItem]]:
-    """Hidden queue codes per topic, training tickets (2 per topic), test tickets (2 per topic)."""
+def make_task(
+    seed: int, n_topics: int = len(TOPICS), n_train: int = 2
+) -> tuple[dict[str, str], list[AceItem], list[AceItem]]:
+    """Hidden queue codes per topic, ``n_train`` training tickets per topic, the rest test."""
     rng = random.Random(seed)
-    letters = rng.sample("ABCDEFGHJKLMNPRSTUVWXZ", len(TOPICS))
-    rules = {t: f"{letters[i]}{rng.randint(1, 9)}" for i, t in enumerate(TOPICS)}
+    topics = dict(list(TOPICS.items())[:n_topics])
+    letters = rng.sample("ABCDEFGHJKLMNPRSTUVWXZ", len(topics))
+    rules = {t: f"{letters[i]}{rng.randint(1, 9)}" for i, t in enumerate(topics)}
     train, test = [], []
-    for topic, texts in TOPICS.items():
+    for topic, texts in topics.items():
         order = rng.sample(texts, len(texts))
         for k, text in enumerate(order):
             item = AceItem(
@@ -110,7 +113,7 @@ def make_task(seed: int) -> tuple[dict[str, str], list[AceItem], list[AceItem]]:
                 id=f"{topic}-{k}",
                 meta={"topic": topic},
             )
-            (train if k < 2 else test).append(item)
+            (train if k < n_train else test).append(item)
     rng.shuffle(train)
     rng.shuffle(test)
     return rules, train, test
@@ -141,7 +144,8 @@ def feedback_fn(item: AceItem, attempt: Generation) -> Feedback:
 class Metered:
     """Wrap a chat model and count calls, prompt tokens and generated tokens."""
 
-    def __init__(self, model: Any, count_tokens: Any) -> None:
+    def __init__(self, model: Any, count_tokens: Any, verbose: bool = False) -> None:
+        self.verbose = verbose
         self.model = model
         self.count_tokens = count_tokens
         self.reset()
@@ -152,8 +156,13 @@ class Metered:
         self.output_tokens = 0
 
     def chat(self, messages: Sequence[dict[str, str]], **options: Any) -> str:
+        t0 = time.perf_counter()
         reply = self.model.chat(messages, **options)
         self.calls += 1
+        if self.verbose:
+            print(
+                f"  call {self.calls}: {time.perf_counter() - t0:.1f}s {reply[:60]!r}", flush=True
+            )
         self.prompt_tokens += sum(self.count_tokens(m["content"]) for m in messages)
         self.output_tokens += self.count_tokens(reply)
         return reply
@@ -179,7 +188,14 @@ def main() -> None:
     )
     parser.add_argument("--model", default="default", help="model name at the endpoint")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--topics", type=int, default=6, help=f"topics used (at most {len(TOPICS)})"
+    )
+    parser.add_argument(
+        "--train-per-topic", type=int, default=2, help="training tickets per topic (of 4)"
+    )
     parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--verbose", action="store_true", help="print every model call")
     parser.add_argument("--reflection-rounds", type=int, default=1)
     parser.add_argument("--gen-tokens", type=int, default=32)
     parser.add_argument("--role-tokens", type=int, default=96)
@@ -204,8 +220,8 @@ def main() -> None:
         count_tokens = backend.count_tokens
         model_name = "SmolLM2-135M-Instruct (embedded, greedy)"
     load_s = time.perf_counter() - t_load
-    model = Metered(backend, count_tokens)
-    rules, train, test = make_task(args.seed)
+    model = Metered(backend, count_tokens, verbose=args.verbose)
+    rules, train, test = make_task(args.seed, args.topics, args.train_per_topic)
     options = {
         "generator": {"max_tokens": args.gen_tokens},
         "reflector": {"max_tokens": args.role_tokens},
@@ -315,7 +331,8 @@ def main() -> None:
     )
 
     payload = {
-        "task": "hidden-rule ticket routing (6 topics, 12 training and 12 held-out tickets)",
+        "task": f"hidden-rule ticket routing ({len(rules)} topics, {len(train)} training and "
+        f"{len(test)} held-out tickets)",
         "model": model_name,
         "model_load_seconds": round(load_s, 1),
         "machine": f"{platform.machine()} CPU, {torch.get_num_threads()} threads"
