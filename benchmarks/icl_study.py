@@ -250,7 +250,9 @@ def run_study(
                     cells[(style, task, d, names[k])] = Cell(
                         model_name, style, task, d, names[k], k
                     )
-                    batch = make_icl_items(task, items, k, d, seed, style, shared_exemplars=True)
+                    batch = make_icl_items(
+                        task, 2 * items, k, d, seed, style, shared_exemplars=True
+                    )
                     for it in batch:  # the cached prefix is exactly each item's exemplar prefix
                         if it.context.split("\n\n")[:-1] != blocks[: cuts[k]]:
                             raise AssertionError(f"{task}: exemplar prefix mismatch at k={k}")
@@ -263,12 +265,14 @@ def run_study(
     rng = random.Random(seed)
     for i in range(items):
         rng.shuffle(order)  # a round cut short by the budget still samples every cell evenly
-        for style, task, d, k in order:
+        for pos, (style, task, d, k) in enumerate(order):
             if time_budget is not None and time.perf_counter() - start > time_budget:
                 stopped_early = True
                 break
             p = plan[(style, task)]
-            it = queue[(style, task, d, k)][i]
+            # labels alternate with the item index: taking index 2i or 2i + 1 by position
+            # balances the labels within every round, even one cut short
+            it = queue[(style, task, d, k)][2 * i + pos % 2]
             cut = p["cuts"][k]
             ans = scorer.ask(
                 p["caches"][cut],

@@ -257,7 +257,9 @@ def fit_shots(
         task: task name.
         tokenizer: anything with ``encode(text) -> list[int]``.
         window: context window in tokens.
-        prompt_style, delta, seed: as in :func:`make_icl_items`.
+        prompt_style: as in :func:`make_icl_items`.
+        delta: as in :func:`make_icl_items`.
+        seed: as in :func:`make_icl_items`.
         n_probe: items measured (the longest decides).
         reserve: tokens kept free for the template and the answer.
         max_shots: upper bound of the search (<= 100).

@@ -81,8 +81,8 @@ def generate_examples(
 
     Example:
         >>> ex = generate_examples("parity", 2, delta=0.45, seed=3)
-        >>> [e.label in ("0", "1") for e in ex]
-        [True, True]
+        >>> all(e.label in ("0", "1") for e in ex), len(ex)
+        (True, 2)
     """
     spec = get_task(task)
     if n < 0:
