@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 from dataclasses import replace
 
 import pytest
@@ -18,7 +20,7 @@ def test_split_tokens_is_exact_and_bounded() -> None:
     ids = list(range(23))
     chunks = split_tokens(ids, 5)
     assert [len(c) for c in chunks] == [5, 5, 5, 5, 3]
-    assert sum(chunks, []) == ids
+    assert functools.reduce(operator.iadd, chunks, []) == ids
     with pytest.raises(ValueError, match="chunk_tokens"):
         split_tokens(ids, 0)
 
@@ -28,7 +30,7 @@ def test_chunks_cover_the_document_token_for_token(tiny_backend, document) -> No
     ids = tok.encode(document, add_special_tokens=False)
     chunks = split_tokens(ids, 37)
     assert all(len(c) == 37 for c in chunks[:-1])
-    assert tok.decode(sum(chunks, [])) == document
+    assert tok.decode(functools.reduce(operator.iadd, chunks, [])) == document
 
 
 def test_plain_run_holds_the_memory_budget(tiny_backend, document) -> None:
@@ -154,7 +156,8 @@ def test_keep_word_keeps_the_memory() -> None:
     result = agent.run("w1 w2 w3 w4 w5", "q?")
     assert [(s.memory, s.kept) for s in result.trace] == [("fact A", False), ("fact A", True)]
     assert result.answer == "42"
-    assert "fact A" in backend.prompts[1] and "fact A" in backend.prompts[2]
+    assert "fact A" in backend.prompts[1]
+    assert "fact A" in backend.prompts[2]
     assert "No notes yet." in backend.prompts[0]
 
 

@@ -26,13 +26,33 @@ import time
 import uuid
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from lc_agents.backends.base import ChatBackend
 from lc_agents.errors import AgentError, BackendError, EmptyReplyError, InputError
 from lc_agents.memagent import MemAgent, MemAgentConfig
 
-__all__ = ["MODEL_NAME", "create_app", "split_request"]
+__all__ = ["MODEL_NAME", "ChatMessage", "ChatRequest", "create_app", "split_request"]
 
 MODEL_NAME = "memagent"
+
+
+class ChatMessage(BaseModel):
+    """One message of a chat-completions request."""
+
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | None = None
+
+
+class ChatRequest(BaseModel):
+    """The chat-completions request body (unknown fields are accepted and ignored)."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = MODEL_NAME
+    messages: list[ChatMessage]
+    stream: bool = False
+    question: str | None = None
 
 
 def split_request(messages: list[dict[str, Any]], question: str | None = None) -> tuple[str, str]:
@@ -76,22 +96,9 @@ def create_app(
     """
     from fastapi import FastAPI, HTTPException
     from fastapi.responses import JSONResponse
-    from pydantic import BaseModel, ConfigDict
 
     agent = MemAgent(backend, config, tokenizer=tokenizer)
     app = FastAPI(title="lc-agents MemAgent", version="1")
-
-    class ChatMessage(BaseModel):
-        model_config = ConfigDict(extra="allow")
-        role: str
-        content: str | None = None
-
-    class ChatRequest(BaseModel):
-        model_config = ConfigDict(extra="allow")
-        model: str = MODEL_NAME
-        messages: list[ChatMessage]
-        stream: bool = False
-        question: str | None = None
 
     def _error(status: int, message: str, kind: str) -> JSONResponse:
         return JSONResponse(

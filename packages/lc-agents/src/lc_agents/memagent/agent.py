@@ -176,13 +176,12 @@ class MemAgent:
         cfg = self.config
         shown = memory if memory else cfg.initial_memory
         if self._local:
-            prompt = self._prompt_ids(
-                cfg.prompts.update, question=question, memory=shown, chunk=chunk_ids
-            )
             constraint = None
             if cfg.copy_memory:
-                prompt += self._encode(cfg.prompts.update_reply_prefix)
-                sources = [list(chunk_ids), *self._keep_sources()]
+                candidates = self._candidates(question, chunk_ids)
+                if not candidates:
+                    return memory, True
+                sources = [*candidates, *self._keep_sources()]
                 if memory:
                     sources.insert(0, self._encode(memory))
                 constraint = SpanCopyConstraint(
@@ -192,6 +191,11 @@ class MemAgent:
                     max_spans=cfg.max_spans,
                     boundary_ids=self._sentence_end_ids() if cfg.whole_sentences else None,
                 )
+            prompt = self._prompt_ids(
+                cfg.prompts.update, question=question, memory=shown, chunk=chunk_ids
+            )
+            if constraint is not None:
+                prompt += self._encode(cfg.prompts.update_reply_prefix)
             out = self.backend.generate_ids(  # type: ignore[attr-defined]
                 prompt, max_tokens=cfg.memory_tokens, constraint=constraint
             )
@@ -260,6 +264,27 @@ class MemAgent:
         word = self.config.keep_word
         return [self._encode(w) for w in {word, word.lower(), " " + word.lower()}]
 
+    def _candidates(self, question: str, chunk_ids: Sequence[int]) -> list[list[int]]:
+        """The chunk's sentences (token ids) that may be copied into the memory."""
+        if not self.config.whole_sentences and self.config.min_overlap == 0:
+            return [list(chunk_ids)]
+        ends = set(self._sentence_end_ids())
+        sentences: list[list[int]] = [[]]
+        for t in chunk_ids:
+            sentences[-1].append(int(t))
+            if t in ends:
+                sentences.append([])
+        sentences = [s for s in sentences if s]
+        if self.config.min_overlap == 0:
+            return sentences
+        words = _content_words(question)
+        need = min(self.config.min_overlap, len(words))
+        return [
+            s
+            for s in sentences
+            if len(words & _content_words(self.tokenizer.decode(s))) >= max(need, 1)
+        ]
+
     def _sentence_end_ids(self) -> list[int]:
         """Ids of the tokens whose text ends a sentence (., !, ? or a newline)."""
         if self._sentence_ends is None:
@@ -291,6 +316,19 @@ class MemAgent:
         h.update(b"\0" + question.encode("utf-8"))
         h.update(b"\0" + json.dumps(self.config.fingerprint_fields(), sort_keys=True).encode())
         return h.hexdigest()
+
+
+_STOP = frozenset(
+    ["the", "and", "for", "are", "was", "were", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "this", "that", "these", "those", "with", "from", "into", "about", "above", "below", "text", "mentioned", "is", "in", "of", "to", "a", "an", "it", "its", "be"]
+)
+
+
+def _content_words(text: str) -> set[str]:
+    """Lower-case words of 3+ letters/digits, plural 's' stripped, stop words removed."""
+    import re
+
+    words = {w.lower() for w in re.findall(r"[A-Za-z0-9]{3,}", text)}
+    return {w[:-1] if w.endswith("s") and len(w) > 3 else w for w in words} - _STOP
 
 
 def _normalize(text: str) -> str:

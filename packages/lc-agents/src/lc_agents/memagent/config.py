@@ -70,7 +70,7 @@ class MemAgentConfig:
     """Sizes and decoding choices of MemAgent.
 
     The defaults are tuned for the embedded SmolLM2-135M-Instruct (8K window): 1024-token
-    chunks, a 128-token memory, and *copy-constrained* memory and answer decoding, so that
+    chunks, a 64-token memory, and *copy-constrained* memory and answer decoding, so that
     the small model can only write spans of the text it has read (see
     :mod:`lc_agents.constrained`). :meth:`paper` gives the paper's setting (5000-token
     chunks, 1024-token memory, free generation), meant for capable models.
@@ -84,18 +84,22 @@ class MemAgentConfig:
         copy_answer: constrain the final answer to spans of the memory.
         max_spans: at most this many copied spans per memory update.
         whole_sentences: copied memory spans start and end at sentence boundaries.
+        min_overlap: with ``copy_memory``, a sentence of the chunk is a copy candidate only
+            if it shares at least this many content words with the question; a chunk
+            without candidates keeps the memory without calling the model (0: off).
         keep_word: a reply equal to this word (case-insensitive) keeps the memory unchanged.
         initial_memory: the memory shown before the first chunk.
         prompts: the prompt templates.
     """
 
     chunk_tokens: int = 1024
-    memory_tokens: int = 128
+    memory_tokens: int = 64
     answer_tokens: int = 32
     copy_memory: bool = True
     copy_answer: bool = True
     max_spans: int | None = 2
     whole_sentences: bool = True
+    min_overlap: int = 2
     keep_word: str = "none"
     initial_memory: str = "No notes yet."
     prompts: MemAgentPrompts = field(default_factory=MemAgentPrompts)
@@ -105,6 +109,8 @@ class MemAgentConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"MemAgentConfig.{name} must be an integer >= 1, got {value!r}")
+        if self.min_overlap < 0:
+            raise ValueError(f"MemAgentConfig.min_overlap must be >= 0, got {self.min_overlap}")
         if self.max_spans is not None and self.max_spans < 1:
             raise ValueError(f"MemAgentConfig.max_spans must be >= 1 or None, got {self.max_spans}")
         if not self.keep_word.strip():
@@ -125,11 +131,12 @@ class MemAgentConfig:
             copy_answer=False,
             max_spans=None,
             whole_sentences=False,
+            min_overlap=0,
             initial_memory="No previous memory",
         )
 
     @classmethod
-    def plain(cls, chunk_tokens: int = 1024, memory_tokens: int = 128) -> MemAgentConfig:
+    def plain(cls, chunk_tokens: int = 1024, memory_tokens: int = 64) -> MemAgentConfig:
         """Plain prompting (no decoding constraints) at the given sizes: the baseline."""
         return cls(
             chunk_tokens=chunk_tokens,
