@@ -72,7 +72,7 @@ def plot(rows: list[dict], path: Path) -> None:
     ax2.plot(drift, [r["gla_decay"] for r in rows], "s-", color="C1")
     ax2.set_xlabel("drift rate 1 - rho")
     ax2.set_ylabel("learned forgetting factor lambda")
-    ax2.set_title("GLA learns a stronger recency bias as drift grows")
+    ax2.set_title("Learned GLA forgetting factor")
     ax2.axhline(1.0, color="gray", lw=0.8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
