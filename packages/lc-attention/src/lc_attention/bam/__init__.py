@@ -8,11 +8,15 @@ SDPA for short sequences, blockwise for long ones).
 from __future__ import annotations
 
 from lc_attention.bam.attention import bam_attention, bam_attention_reference
+from lc_attention.bam.model import BAMAttention, BAMTransformer, BAMTransformerConfig
 from lc_attention.bam.prior import BAMPrior, BAMPriorConfig, alibi_slopes, bam_bias
 
 __all__ = [
+    "BAMAttention",
     "BAMPrior",
     "BAMPriorConfig",
+    "BAMTransformer",
+    "BAMTransformerConfig",
     "alibi_slopes",
     "bam_attention",
     "bam_attention_reference",

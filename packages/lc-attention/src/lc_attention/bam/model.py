@@ -1,0 +1,202 @@
+"""A small causal transformer whose attention carries a BAM prior (or a baseline PE).
+
+``position`` picks the positional encoding of every layer:
+
+- ``"bam"``: generalized-Gaussian prior, scale/shape/location trained (shape starts at
+  ``shape_init``, scale at the ALiBi slopes, location at 0);
+- ``"alibi"``: the same prior frozen at shape 1, location 0, ALiBi slopes;
+- ``"nope"``: no positional signal at all;
+- ``"rope"``: rotary embeddings (for comparison).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from lc_attention.bam.attention import bam_attention
+from lc_attention.bam.prior import BAMPrior, BAMPriorConfig
+from lc_attention.rope import apply_rotary, rotary_tables
+
+__all__ = ["BAMAttention", "BAMTransformer", "BAMTransformerConfig"]
+
+POSITIONS = ("bam", "alibi", "nope", "rope")
+
+
+@dataclass(frozen=True)
+class BAMTransformerConfig:
+    """Shape of a [BAMTransformer][lc_attention.bam.model.BAMTransformer].
+
+    Attributes:
+        vocab_size: token vocabulary, >= 2.
+        dim: model width, a multiple of ``num_heads``.
+        num_layers: transformer blocks, >= 1.
+        num_heads: attention heads per block.
+        ffn_mult: MLP hidden width as a multiple of ``dim``.
+        position: one of ``"bam"``, ``"alibi"``, ``"nope"``, ``"rope"``.
+        shape_init: initial prior shape for ``"bam"`` (> 0).
+        scalable_softmax: multiply content logits by a learned ``s * log(n)``.
+        max_seq_len: longest accepted input (tokens), >= 1.
+        method: attention path, ``"auto"``, ``"sdpa"`` or ``"blockwise"``.
+        block_size: block length of the blockwise path.
+        rope_theta: RoPE base for ``"rope"``.
+    """
+
+    vocab_size: int
+    dim: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    ffn_mult: int = 4
+    position: str = "bam"
+    shape_init: float = 1.0
+    scalable_softmax: bool = False
+    max_seq_len: int = 65536
+    method: str = "auto"
+    block_size: int = 256
+    rope_theta: float = 10000.0
+
+    def __post_init__(self) -> None:
+        if self.vocab_size < 2:
+            raise ValueError(f"vocab_size must be >= 2, got {self.vocab_size}")
+        if self.num_heads < 1 or self.dim % self.num_heads:
+            raise ValueError(
+                f"dim ({self.dim}) must be a positive multiple of num_heads ({self.num_heads})"
+            )
+        if self.num_layers < 1 or self.ffn_mult < 1:
+            raise ValueError(
+                f"num_layers and ffn_mult must be >= 1, got {self.num_layers}, {self.ffn_mult}"
+            )
+        if self.position not in POSITIONS:
+            raise ValueError(f"position must be one of {POSITIONS}, got {self.position!r}")
+        if not self.shape_init > 0:
+            raise ValueError(f"shape_init must be > 0, got {self.shape_init}")
+        if self.max_seq_len < 1:
+            raise ValueError(f"max_seq_len must be >= 1, got {self.max_seq_len}")
+        if self.method not in ("auto", "sdpa", "blockwise"):
+            raise ValueError(f"method must be 'auto', 'sdpa' or 'blockwise', got {self.method!r}")
+        if self.block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {self.block_size}")
+
+
+class BAMAttention(nn.Module):
+    """Causal multi-head self-attention with the configured positional encoding.
+
+    Args:
+        config: the model config.
+
+    Example:
+        >>> import torch
+        >>> att = BAMAttention(BAMTransformerConfig(vocab_size=10, dim=32, num_heads=4))
+        >>> att(torch.randn(2, 7, 32)).shape
+        torch.Size([2, 7, 32])
+    """
+
+    def __init__(self, config: BAMTransformerConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.head_dim = config.dim // config.num_heads
+        self.qkv = nn.Linear(config.dim, 3 * config.dim, bias=False)
+        self.out = nn.Linear(config.dim, config.dim, bias=False)
+        self.prior: BAMPrior | None = None
+        if config.position in ("bam", "alibi"):
+            trainable = config.position == "bam"
+            self.prior = BAMPrior(
+                BAMPriorConfig(
+                    num_heads=config.num_heads,
+                    shape_init=config.shape_init if trainable else 1.0,
+                    train_scale=trainable,
+                    train_shape=trainable,
+                    train_loc=trainable,
+                    scalable_softmax=config.scalable_softmax,
+                )
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [B, T, dim] -> [B, T, dim]``."""
+        b, t, _ = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.config.num_heads, self.head_dim).unbind(2)
+        if self.config.position == "rope":
+            cos, sin = rotary_tables(t, self.head_dim, self.config.rope_theta, x.device)
+            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        p = self.prior
+        theta = (p.theta_a, p.theta_b, p.theta_m) if p is not None else (None, None, None)
+        ssmax = p.ssmax_s if p is not None else None
+        o = bam_attention(
+            q,
+            k,
+            v,
+            *theta,
+            ssmax_s=ssmax,
+            method=self.config.method,
+            block_size=self.config.block_size,
+        )
+        return self.out(o.reshape(b, t, -1))
+
+
+class _Block(nn.Module):
+    def __init__(self, config: BAMTransformerConfig) -> None:
+        super().__init__()
+        self.norm1 = nn.RMSNorm(config.dim)
+        self.attn = BAMAttention(config)
+        self.norm2 = nn.RMSNorm(config.dim)
+        hidden = config.ffn_mult * config.dim
+        self.mlp = nn.Sequential(
+            nn.Linear(config.dim, hidden), nn.GELU(), nn.Linear(hidden, config.dim)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class BAMTransformer(nn.Module):
+    """Pre-norm decoder-only language model with BAM (or baseline) attention.
+
+    Args:
+        config: a [BAMTransformerConfig][lc_attention.bam.model.BAMTransformerConfig].
+        seed: seed of the parameter initialisation.
+
+    Example:
+        >>> import torch
+        >>> model = BAMTransformer(BAMTransformerConfig(vocab_size=16, dim=32, num_heads=4))
+        >>> model(torch.randint(0, 16, (2, 9))).shape
+        torch.Size([2, 9, 16])
+    """
+
+    def __init__(self, config: BAMTransformerConfig, seed: int = 0) -> None:
+        super().__init__()
+        self.config = config
+        gen_state = torch.random.get_rng_state()
+        torch.manual_seed(seed)
+        try:
+            self.embed = nn.Embedding(config.vocab_size, config.dim)
+            self.blocks = nn.ModuleList(_Block(config) for _ in range(config.num_layers))
+            self.norm = nn.RMSNorm(config.dim)
+            self.head = nn.Linear(config.dim, config.vocab_size, bias=False)
+        finally:
+            torch.random.set_rng_state(gen_state)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``tokens [B, T]`` (int64) ``-> logits [B, T, vocab_size]`` (fp32)."""
+        if tokens.ndim != 2 or tokens.dtype != torch.long:
+            raise ValueError(
+                f"tokens must be a [B, T] int64 tensor, got {tuple(tokens.shape)} {tokens.dtype}"
+            )
+        if tokens.shape[1] > self.config.max_seq_len:
+            raise ValueError(
+                f"sequence length {tokens.shape[1]} exceeds max_seq_len={self.config.max_seq_len}"
+            )
+        if tokens.numel() and (
+            int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size
+        ):
+            raise ValueError(f"token ids must lie in [0, {self.config.vocab_size})")
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x)).float()
+
+    def priors(self) -> list[BAMPrior]:
+        """The per-layer priors (empty for ``"nope"`` and ``"rope"``)."""
+        return [blk.attn.prior for blk in self.blocks if blk.attn.prior is not None]
