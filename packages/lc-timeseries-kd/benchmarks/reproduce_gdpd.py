@@ -157,7 +157,11 @@ def main() -> None:
     report = {
         "machine": f"2-core CPU ({platform.processor() or platform.machine()}), shared",
         "command": "python packages/lc-timeseries-kd/benchmarks/reproduce_gdpd.py "
-        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out"),
+        + " ".join(
+            f"--{k.replace('_', '-')} " + (" ".join(map(str, v)) if isinstance(v, list) else str(v))
+            for k, v in vars(args).items()
+            if k != "out"
+        ),
         "wall_seconds_this_invocation": round(wall, 1),
         "student_training_wall_seconds_total": round(train_seconds, 1),
         "cpu_seconds_total": round(cpu_seconds, 1),
