@@ -199,4 +199,4 @@ class BAMTransformer(nn.Module):
 
     def priors(self) -> list[BAMPrior]:
         """The per-layer priors (empty for ``"nope"`` and ``"rope"``)."""
-        return [blk.attn.prior for blk in self.blocks if blk.attn.prior is not None]
+        return [m.prior for m in self.modules() if isinstance(m, BAMAttention) and m.prior is not None]
