@@ -7,6 +7,8 @@ The main entry points:
   server), both :class:`ChatBackend`\\ s and ``lc_evals.ChatModel``\\ s;
 * :class:`MemAgent` with :class:`MemAgentConfig`: answer a question over a document of
   any length with a bounded memory rewritten after every chunk;
+* :class:`ChunkAndAggregate` and :func:`recommend_chunking`: multi-agent chunking and
+  its noise-model planner (:mod:`lc_agents.chunking`); ACE in :mod:`lc_agents.ace`;
 * :func:`load_model`: the offline model loader;
 * the ``lc-agents`` command line (``lc-agents ask --demo``).
 
@@ -34,6 +36,12 @@ if TYPE_CHECKING:
     from lc_agents.backends.base import ChatBackend
     from lc_agents.backends.local import LocalBackend
     from lc_agents.backends.openai_http import OpenAICompatibleBackend
+    from lc_agents.chunking import (
+        ChunkAndAggregate,
+        ChunkingConfig,
+        fit_noise_model,
+        recommend_chunking,
+    )
     from lc_agents.constrained import SpanCopyConstraint
     from lc_agents.memagent import (
         MemAgent,
@@ -59,6 +67,10 @@ _LAZY = {
     "MemAgentPrompts": "lc_agents.memagent",
     "MemAgentResult": "lc_agents.memagent",
     "MemoryStep": "lc_agents.memagent",
+    "ChunkAndAggregate": "lc_agents.chunking",
+    "ChunkingConfig": "lc_agents.chunking",
+    "recommend_chunking": "lc_agents.chunking",
+    "fit_noise_model": "lc_agents.chunking",
     "load_model": "lc_agents.models",
     "load_tokenizer": "lc_agents.models",
 }
@@ -80,6 +92,8 @@ __all__ = [
     "BackendUnreachableError",
     "ChatBackend",
     "CheckpointError",
+    "ChunkAndAggregate",
+    "ChunkingConfig",
     "EmptyReplyError",
     "InputError",
     "LocalBackend",
@@ -92,6 +106,8 @@ __all__ = [
     "OpenAICompatibleBackend",
     "SpanCopyConstraint",
     "__version__",
+    "fit_noise_model",
     "load_model",
     "load_tokenizer",
+    "recommend_chunking",
 ]

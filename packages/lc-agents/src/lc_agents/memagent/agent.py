@@ -181,7 +181,9 @@ class MemAgent:
                 candidates = self._candidates(question, chunk_ids)
                 if not candidates:
                     return memory, True
-                sources = [*candidates, *self._keep_sources()]
+                # Candidates passed the question filter, so the model must copy one of
+                # them or the previous memory (which keeps it); no "none" reply here.
+                sources = list(candidates)
                 if memory:
                     sources.insert(0, self._encode(memory))
                 constraint = SpanCopyConstraint(
@@ -204,7 +206,9 @@ class MemAgent:
             chunk = self.tokenizer.decode(list(chunk_ids), skip_special_tokens=True)
             text = cfg.prompts.update.format(question=question, memory=shown, chunk=chunk)
             reply = self.backend.chat(self._messages(text), max_tokens=cfg.memory_tokens).strip()
-        if not reply or _normalize(reply) == _normalize(cfg.keep_word):
+        keep = _normalize(cfg.keep_word)
+        reply = "\n".join(ln for ln in reply.split("\n") if _normalize(ln) != keep).strip()
+        if not reply:
             return memory, True
         return self._fit_budget(reply), False
 
@@ -259,10 +263,6 @@ class MemAgent:
         )
         before, after = rendered.split(_SENTINEL)
         return [*self._encode(before), *chunk, *self._encode(after)]
-
-    def _keep_sources(self) -> list[list[int]]:
-        word = self.config.keep_word
-        return [self._encode(w) for w in {word, word.lower(), " " + word.lower()}]
 
     def _candidates(self, question: str, chunk_ids: Sequence[int]) -> list[list[int]]:
         """The chunk's sentences (token ids) that may be copied into the memory."""
@@ -319,7 +319,44 @@ class MemAgent:
 
 
 _STOP = frozenset(
-    ["the", "and", "for", "are", "was", "were", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "this", "that", "these", "those", "with", "from", "into", "about", "above", "below", "text", "mentioned", "is", "in", "of", "to", "a", "an", "it", "its", "be"]
+    [
+        "the",
+        "and",
+        "for",
+        "are",
+        "was",
+        "were",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "this",
+        "that",
+        "these",
+        "those",
+        "with",
+        "from",
+        "into",
+        "about",
+        "above",
+        "below",
+        "text",
+        "mentioned",
+        "is",
+        "in",
+        "of",
+        "to",
+        "a",
+        "an",
+        "it",
+        "its",
+        "be",
+    ]
 )
 
 

@@ -87,7 +87,8 @@ class MemAgentConfig:
         min_overlap: with ``copy_memory``, a sentence of the chunk is a copy candidate only
             if it shares at least this many content words with the question; a chunk
             without candidates keeps the memory without calling the model (0: off).
-        keep_word: a reply equal to this word (case-insensitive) keeps the memory unchanged.
+        keep_word: reply lines equal to this word (case-insensitive) are dropped, and a
+            reply with nothing else keeps the memory unchanged.
         initial_memory: the memory shown before the first chunk.
         prompts: the prompt templates.
     """
