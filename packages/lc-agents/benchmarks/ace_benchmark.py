@@ -96,9 +96,11 @@ CODE = re.compile(r"\b[A-Z]\d\b")
 
 
 def make_task(
-    seed: int, n_topics: int = len(TOPICS), n_train: int = 2
+    seed: int, n_topics: int = len(TOPICS), n_train: int = 2, n_test: int = 2
 ) -> tuple[dict[str, str], list[AceItem], list[AceItem]]:
-    """Hidden queue codes per topic, ``n_train`` training tickets per topic, the rest test."""
+    """Hidden queue codes per topic; ``n_train`` training and ``n_test`` test tickets per topic."""
+    if n_train + n_test > 4 or min(n_train, n_test) < 1 or not 1 <= n_topics <= len(TOPICS):
+        raise ValueError("need 1 <= topics <= 6, train and test >= 1 per topic, train + test <= 4")
     rng = random.Random(seed)
     topics = dict(list(TOPICS.items())[:n_topics])
     letters = rng.sample("ABCDEFGHJKLMNPRSTUVWXZ", len(topics))
@@ -113,7 +115,10 @@ def make_task(
                 id=f"{topic}-{k}",
                 meta={"topic": topic},
             )
-            (train if k < n_train else test).append(item)
+            if k < n_train:
+                train.append(item)
+            elif k < n_train + n_test:
+                test.append(item)
     rng.shuffle(train)
     rng.shuffle(test)
     return rules, train, test
@@ -194,6 +199,7 @@ def main() -> None:
     parser.add_argument(
         "--train-per-topic", type=int, default=2, help="training tickets per topic (of 4)"
     )
+    parser.add_argument("--test-per-topic", type=int, default=2, help="held-out tickets per topic")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--verbose", action="store_true", help="print every model call")
     parser.add_argument("--reflection-rounds", type=int, default=1)
@@ -221,7 +227,9 @@ def main() -> None:
         model_name = "SmolLM2-135M-Instruct (embedded, greedy)"
     load_s = time.perf_counter() - t_load
     model = Metered(backend, count_tokens, verbose=args.verbose)
-    rules, train, test = make_task(args.seed, args.topics, args.train_per_topic)
+    rules, train, test = make_task(
+        args.seed, args.topics, args.train_per_topic, args.test_per_topic
+    )
     options = {
         "generator": {"max_tokens": args.gen_tokens},
         "reflector": {"max_tokens": args.role_tokens},

@@ -97,3 +97,9 @@ def test_a_missing_embeddings_extra_is_named_in_the_error(monkeypatch):
 def test_a_bad_model_directory_is_reported(tmp_path):
     with pytest.raises(ModelLoadError, match="cannot load"):
         MiniLMEmbedder(str(tmp_path)).encode(["x"])
+
+
+def test_embedders_share_one_loaded_model(minilm):
+    other = MiniLMEmbedder()
+    assert other._load() is minilm._load()
+    np.testing.assert_allclose(other.encode(["a cat sat"]), minilm.encode(["a cat sat"]))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -51,6 +52,8 @@ class Embedder(Protocol):
         ...
 
 
+_MODELS: dict[tuple[str, str], Any] = {}  # loaded models, shared by every embedder
+_MODELS_LOCK = threading.Lock()
 _EXTRA_HINT = "install the embeddings extra: pip install 'lc-agents[embeddings]'"
 
 
@@ -83,7 +86,8 @@ class MiniLMEmbedder:
         batch_size: texts per forward pass.
 
     Embeddings are cached per text, so re-running de-duplication on a growing playbook
-    only embeds the new bullets.
+    only embeds the new bullets; the model itself is loaded once per process and shared
+    by every embedder with the same directory and device.
     """
 
     def __init__(
@@ -108,12 +112,18 @@ class MiniLMEmbedder:
                     f"sentence-transformers is not installed ({err}); {_EXTRA_HINT}"
                 ) from None
             path = self.model_dir or minilm_model_dir()
-            try:
-                self._model = SentenceTransformer(path, device=self.device, local_files_only=True)
-            except Exception as err:
-                raise ModelLoadError(
-                    f"cannot load the sentence-embedding model from {path}: {err}"
-                ) from err
+            with _MODELS_LOCK:
+                key = (os.path.abspath(path), self.device)
+                if key not in _MODELS:
+                    try:
+                        _MODELS[key] = SentenceTransformer(
+                            path, device=self.device, local_files_only=True
+                        )
+                    except Exception as err:  # any loader failure is reported the same way
+                        raise ModelLoadError(
+                            f"cannot load the sentence-embedding model from {path}: {err}"
+                        ) from err
+                self._model = _MODELS[key]
         return self._model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
