@@ -47,9 +47,8 @@ class CompressedKeyCache:
         last = kc.shape[1] - 1
         first_now = compress_keys(key[:, :ks], config)[:, 0]
         last_now = compress_keys(key[:, last * st : last * st + ks], config)[:, 0]
-        tol = {"rtol": 1e-4, "atol": 1e-5}
-        return torch.allclose(first_now, kc[:, 0], **tol) and torch.allclose(
-            last_now, kc[:, last], **tol
+        return torch.allclose(first_now, kc[:, 0], rtol=1e-4, atol=1e-5) and torch.allclose(
+            last_now, kc[:, last], rtol=1e-4, atol=1e-5
         )
 
     def update(self, key: torch.Tensor, config: DSSAConfig) -> torch.Tensor:
