@@ -102,7 +102,7 @@ def dssa_attention(
     best-scoring blocks; all query heads of a GQA group share them). Queries are the
     last ``T`` positions of the ``S`` keys, so prefill (``T == S``), chunked prefill and
     decode (``T == 1`` over a KV cache) all go through here. A full prefill without a
-    padding mask runs [selected_attention][lc_kernels.selected_attention] (Triton on
+    padding mask runs [selected_attention][lc_kernels.selected_attention.selected_attention] (Triton on
     CUDA); other cases run a masked SDPA over the selected blocks.
 
     Args:
