@@ -93,8 +93,8 @@ def _convert_embedded(target: pathlib.Path) -> None:
     try:
         # The weights are plain dequantized tensors now; transformers still marks the
         # model as "gguf-quantized" and refuses save_pretrained, so drop that marker.
-        model.hf_quantizer = None
-        model.is_quantized = False
+        setattr(model, "hf_quantizer", None)  # noqa: B010
+        setattr(model, "is_quantized", False)  # noqa: B010
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.save_pretrained(tmp, safe_serialization=True)
@@ -140,6 +140,7 @@ def load_model(
         model = path
     if isinstance(model, str | os.PathLike):
         source = str(model)
+        loaded: Any
         try:
             loaded = AutoModelForCausalLM.from_pretrained(
                 source, dtype=dtype, local_files_only=True
@@ -155,6 +156,7 @@ def load_model(
             if not source:
                 raise ModelLoadError("a model object needs its tokenizer passed explicitly")
             tokenizer = source
+    tok: Any
     if isinstance(tokenizer, str | os.PathLike):
         try:
             tok = AutoTokenizer.from_pretrained(str(tokenizer), local_files_only=True)

@@ -53,6 +53,8 @@ class LocalBackend:
     ) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        self.model: Any
+        self.tokenizer: Any
         self.model, self.tokenizer = load_model(model, tokenizer)
         if device is not None:
             self.model.to(device)
@@ -80,7 +82,9 @@ class LocalBackend:
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
         """Token ids of the chat-formatted conversation, ready for the assistant's turn."""
         msgs = validate_messages(messages)
-        ids = self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
+        ids: Any = self.tokenizer.apply_chat_template(
+            msgs, add_generation_prompt=True, tokenize=True
+        )
         if isinstance(ids, dict) or hasattr(ids, "keys"):
             ids = ids["input_ids"]
         return [int(t) for t in ids]

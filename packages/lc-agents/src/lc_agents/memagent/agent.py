@@ -207,7 +207,9 @@ class MemAgent:
             text = cfg.prompts.update.format(question=question, memory=shown, chunk=chunk)
             reply = self.backend.chat(self._messages(text), max_tokens=cfg.memory_tokens).strip()
         keep = _normalize(cfg.keep_word)
-        reply = "\n".join(ln for ln in reply.split("\n") if _normalize(ln) != keep).strip()
+        lines = [ln.strip() for ln in reply.split("\n")]
+        lines = [ln for ln in dict.fromkeys(lines) if ln and _normalize(ln) != keep]
+        reply = "\n".join(lines)
         if not reply:
             return memory, True
         return self._fit_budget(reply), False
@@ -225,9 +227,10 @@ class MemAgent:
             constraint = None
             if cfg.copy_answer and memory:
                 constraint = SpanCopyConstraint(
-                    [self._encode(memory)],
+                    [self._encode(line) for line in memory.split("\n") if line.strip()],
                     end_ids=self.backend.end_ids,  # type: ignore[attr-defined]
                     max_spans=1,
+                    boundary_ids=self._sentence_end_ids() if cfg.whole_sentences else None,
                 )
             out = self.backend.generate_ids(  # type: ignore[attr-defined]
                 prompt, max_tokens=cfg.answer_tokens, constraint=constraint

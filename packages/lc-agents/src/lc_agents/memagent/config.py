@@ -81,7 +81,8 @@ class MemAgentConfig:
         answer_tokens: cap on the tokens of the final answer (> 0).
         copy_memory: constrain memory updates to spans of the chunk and previous memory
             (needs a backend with ``supports_constraints``; others fall back to free text).
-        copy_answer: constrain the final answer to spans of the memory.
+        copy_answer: constrain the final answer to one span of the memory (one whole
+            sentence of it with ``whole_sentences``).
         max_spans: at most this many copied spans per memory update.
         whole_sentences: copied memory spans start and end at sentence boundaries.
         min_overlap: with ``copy_memory``, a sentence of the chunk is a copy candidate only
@@ -95,7 +96,7 @@ class MemAgentConfig:
 
     chunk_tokens: int = 1024
     memory_tokens: int = 64
-    answer_tokens: int = 32
+    answer_tokens: int = 48
     copy_memory: bool = True
     copy_answer: bool = True
     max_spans: int | None = 2
