@@ -37,7 +37,7 @@ OUT = Path(__file__).resolve().parents[3] / "docs" / "benchmarks" / "lc-attentio
 
 FILLER, KEYS, VALUES, QUERY = range(0, 16), range(16, 32), range(32, 48), 48
 VOCAB = 49
-SEQ, PAIRS, QUERIES = 64, 2, 2
+SEQ, PAIRS, QUERIES = 64, 1, 1
 NEAR_GAP = (5, 9)  # filler tokens between the pairs and the queries in short-range sequences
 
 
@@ -118,13 +118,17 @@ def train(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--short", type=int, default=4)
     parser.add_argument("--long", type=int, default=24)
     parser.add_argument("--p-far", type=float, default=0.25)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--only", default="", help="run only the variants whose name starts with this"
+    )
+    parser.add_argument("--name", default="swax_recall", help="stem of the JSON and PNG files")
     args = parser.parse_args()
     torch.set_num_threads(1)
     variants = {
@@ -141,6 +145,7 @@ def main() -> None:
             args.long,
         ),
     }
+    variants = {k: v for k, v in variants.items() if k.startswith(args.only)}
     rows, curves = [], {}
     start = time.time()
     for name, (schedule, eval_window) in variants.items():
@@ -172,7 +177,7 @@ def main() -> None:
         "loss_curves": {k: v[:: max(1, len(v) // 100)] for k, v in curves.items()},
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "swax_recall.json").write_text(json.dumps(result, indent=1))
+    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=1))
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     names = [r["model"] for r in rows]
     xs = range(len(rows))
@@ -201,7 +206,7 @@ def main() -> None:
     ax2.set_ylabel("training loss")
     ax2.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(args.out / "swax_recall.png", dpi=120)
+    fig.savefig(args.out / f"{args.name}.png", dpi=120)
 
 
 if __name__ == "__main__":
