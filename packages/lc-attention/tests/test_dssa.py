@@ -198,3 +198,16 @@ def test_decode_with_cache_matches_decode_without() -> None:
         b = dssa_attention(q[:, s - 1 : s], k[:, :s], v[:, :s], SPARSE)
         torch.testing.assert_close(a, b)
     assert cache.full_recomputes == 1
+
+
+def test_gather_path_matches_kernel_path_and_padding() -> None:
+    """Few queries (decode) gather the selected blocks; same result as the full prefill."""
+    q, k, v = _qkv(t=333, seed=5)
+    full = dssa_attention(q, k, v, SPARSE)
+    torch.testing.assert_close(dssa_attention(q[:, -3:], k, v, SPARSE), full[:, -3:])
+    mask = torch.ones(1, 1, 333, 333, dtype=torch.bool).tril()
+    mask[..., :10] = False
+    mask[..., torch.arange(10), torch.arange(10)] = True
+    ref = dense_attention(q, k, v, attention_mask=mask)[:, -2:]
+    got = dssa_attention(q[:, -2:], k, v, ALL, attention_mask=mask[:, :, -2:])
+    torch.testing.assert_close(got, ref)

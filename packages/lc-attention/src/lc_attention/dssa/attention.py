@@ -55,6 +55,56 @@ def _masked_sdpa(
     return o.transpose(1, 2)
 
 
+GATHER_MAX_QUERIES = 16
+
+
+def _gathered_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    idx: torch.Tensor,
+    positions: torch.Tensor,
+    block_size: int,
+    scale: float,
+    allowed_pad: torch.Tensor | None,
+) -> torch.Tensor:
+    """Attention over gathered selected blocks: O(T * topk * block) work, for few queries.
+
+    Args:
+        q: ``[B, T, HQ, D]``; k, v: ``[B, S, H_kv, D]``.
+        idx: ``[B, T, H_kv, K]`` distinct block ids, ``-1`` unused.
+        positions: ``[T]`` key positions of the queries.
+        block_size: tokens per block.
+        scale: softmax scale.
+        allowed_pad: optional ``[B, 1, T, S]`` bool padding mask.
+
+    Returns:
+        ``[B, T, HQ, D]``.
+    """
+    b, t, hq, d = q.shape
+    s, hkv = k.shape[1], k.shape[2]
+    g = hq // hkv
+    offs = torch.arange(block_size, device=q.device)
+    tok = (idx.long()[..., None] * block_size + offs).flatten(-2)  # [B, T, H_kv, L]
+    valid = (idx[..., None] >= 0).expand(*idx.shape, block_size).flatten(-2)
+    valid = valid & (tok <= positions.view(1, t, 1, 1)) & (tok < s)
+    tok = tok.clamp(0, s - 1)
+    if allowed_pad is not None:
+        pad = allowed_pad[:, 0, :, None, :].expand(b, t, hkv, s)
+        valid = valid & torch.gather(pad, 3, tok)
+    length = tok.shape[-1]
+    index = tok.permute(0, 2, 1, 3).reshape(b, hkv, t * length, 1).expand(-1, -1, -1, d)
+    kg = torch.gather(k.transpose(1, 2), 2, index).view(b, hkv, t, length, d)
+    vg = torch.gather(v.transpose(1, 2), 2, index).view(b, hkv, t, length, d)
+    qg = q.view(b, t, hkv, g, d)
+    scores = torch.einsum("bthgd,bhtld->bthgl", qg, kg) * scale
+    m = valid[:, :, :, None, :]
+    scores = scores.masked_fill(~m, float("-inf"))
+    p = torch.softmax(scores, -1)
+    p = torch.where(m.any(-1, keepdim=True), p, torch.zeros_like(p))
+    return torch.einsum("bthgl,bhtld->bthgd", p, vg).reshape(b, t, hq, d)
+
+
 def dense_attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -102,8 +152,10 @@ def dssa_attention(
     best-scoring blocks; all query heads of a GQA group share them). Queries are the
     last ``T`` positions of the ``S`` keys, so prefill (``T == S``), chunked prefill and
     decode (``T == 1`` over a KV cache) all go through here. A full prefill without a
-    padding mask runs [selected_attention][lc_kernels.selected_attention.selected_attention] (Triton on
-    CUDA); other cases run a masked SDPA over the selected blocks.
+    padding mask runs [selected_attention][lc_kernels.selected_attention.selected_attention]
+    (Triton on CUDA); up to 16 queries (decode) gather the selected blocks, so a decode
+    step costs ``O(topk * block_size)`` instead of ``O(S)``; other cases run a masked
+    SDPA over the selected blocks.
 
     Args:
         query: ``[B, T, HQ, D]`` queries.
@@ -147,6 +199,10 @@ def dssa_attention(
             config.block_size,
             sc,
             backend=config.backend,
+        )
+    if t <= GATHER_MAX_QUERIES:
+        return _gathered_attention(
+            query, key, value, idx, positions, config.block_size, sc, allowed_pad
         )
     # selection mask over the keys: block of key in the selected set, and causal
     nb = -(-s // config.block_size)
