@@ -88,7 +88,9 @@ def snapshot(s: PlaybookStore) -> list[tuple]:
     return [(b.id, b.section, b.content, b.helpful, b.harmful) for b in s.bullets()]
 
 
-text = st.text(alphabet="abcdefgh xyz0123456789", min_size=1, max_size=20).filter(lambda t: t.strip())
+text = st.text(alphabet="abcdefgh xyz0123456789", min_size=1, max_size=20).filter(
+    lambda t: t.strip()
+)
 
 
 @settings(max_examples=40)
@@ -103,7 +105,11 @@ def test_applying_deltas_in_order_matches_the_reference(data):
         scratch.seq = ref.seq
         for _ in range(data.draw(st.integers(0, 6), label="ops")):
             ids = sorted(scratch.items)
-            kinds = ["ADD"] + (["UPDATE", "DELETE"] if ids else []) + (["MERGE"] if len(ids) >= 2 else [])
+            kinds = (
+                ["ADD"]
+                + (["UPDATE", "DELETE"] if ids else [])
+                + (["MERGE"] if len(ids) >= 2 else [])
+            )
             kind = data.draw(st.sampled_from(kinds))
             if kind == "ADD":
                 op = Delta.add(data.draw(st.sampled_from(SECTIONS)), data.draw(text))
@@ -112,7 +118,9 @@ def test_applying_deltas_in_order_matches_the_reference(data):
                 content = data.draw(text) if new_section is None else data.draw(st.none() | text)
                 op = Delta.update(data.draw(st.sampled_from(ids)), content, section=new_section)
             elif kind == "MERGE":
-                chosen = data.draw(st.lists(st.sampled_from(ids), min_size=2, max_size=3, unique=True))
+                chosen = data.draw(
+                    st.lists(st.sampled_from(ids), min_size=2, max_size=3, unique=True)
+                )
                 op = Delta.merge(chosen, data.draw(st.none() | text))
             else:
                 op = Delta.delete(data.draw(st.sampled_from(ids)))
@@ -176,7 +184,11 @@ def test_malformed_deltas_are_rejected_with_a_clear_error(make, message):
 def test_unknown_ids_are_reported_per_operation():
     s = PlaybookStore()
     s.apply([Delta.add("rules", "a"), Delta.add("rules", "b")])
-    for op in [Delta.update("rules-00042", "x"), Delta.merge(["rules-00001", "rules-00042"]), Delta.delete("x-00001")]:
+    for op in [
+        Delta.update("rules-00042", "x"),
+        Delta.merge(["rules-00001", "rules-00042"]),
+        Delta.delete("x-00001"),
+    ]:
         with pytest.raises(UnknownBulletError, match=r"deltas\[0\]"):
             s.apply([op])
     # a merged-away id is unknown to later operations of the same batch
@@ -188,7 +200,8 @@ def test_unknown_ids_are_reported_per_operation():
 def test_skip_mode_applies_the_valid_operations_and_lists_the_rest():
     s = PlaybookStore()
     report = s.apply(
-        [Delta.add("rules", "a"), Delta.delete("rules-00077"), Delta.add("units", "b")], on_invalid="skip"
+        [Delta.add("rules", "a"), Delta.delete("rules-00077"), Delta.add("units", "b")],
+        on_invalid="skip",
     )
     assert report.results == ["rules-00001", None, "units-00002"]
     assert report.rejected[0][0] == 1
@@ -205,7 +218,9 @@ def test_delta_json_round_trip():
         Delta.delete("a-00003"),
     ]
     assert [Delta.from_dict(json.loads(json.dumps(op.to_dict()))) for op in ops] == ops
-    assert Delta.from_dict({"operation": "delete", "bullet_id": "a-00001"}) == Delta.delete("a-00001")
+    assert Delta.from_dict({"operation": "delete", "bullet_id": "a-00001"}) == Delta.delete(
+        "a-00001"
+    )
 
 
 # --------------------------------------------------------------------------- counters
@@ -213,7 +228,12 @@ def test_reflector_tags_update_the_counters_and_merge_sums_them():
     s = PlaybookStore()
     s.apply([Delta.add("rules", "a"), Delta.add("rules", "b")])
     report = s.apply(
-        tags=[("rules-00001", "helpful"), ("rules-00001", "Helpful"), ("rules-00002", "harmful"), ("x-00009", "helpful")]
+        tags=[
+            ("rules-00001", "helpful"),
+            ("rules-00001", "Helpful"),
+            ("rules-00002", "harmful"),
+            ("x-00009", "helpful"),
+        ]
     )
     assert report.unknown_tags == ["x-00009"]
     assert (s.get("rules-00001").helpful, s.get("rules-00001").harmful) == (2, 0)
@@ -243,7 +263,10 @@ def test_timestamps_and_provenance():
 def test_render_puts_the_most_useful_bullets_first_within_the_budget():
     s = PlaybookStore()
     s.apply([Delta.add("rules", f"rule number {i}") for i in range(5)])
-    s.apply(tags=[("rules-00004", "helpful")] * 3 + [("rules-00002", "helpful"), ("rules-00001", "harmful")])
+    s.apply(
+        tags=[("rules-00004", "helpful")] * 3
+        + [("rules-00002", "helpful"), ("rules-00001", "harmful")]
+    )
     order = [b.id for b in s.select()]
     assert order == ["rules-00004", "rules-00002", "rules-00003", "rules-00005", "rules-00001"]
     line = len(s.get("rules-00004").line()) + 1
@@ -309,7 +332,9 @@ def test_a_crash_mid_batch_leaves_no_partial_write(tmp_path):
     s.apply([Delta.add("rules", "original")], progress=("run", {"done": 1}))
     before = snapshot(s)
     s.close()
-    proc = subprocess.run([sys.executable, "-c", CRASH_SCRIPT, str(path)], capture_output=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", CRASH_SCRIPT, str(path)], capture_output=True, timeout=120
+    )
     assert proc.returncode == 3, proc.stderr.decode()
     after = PlaybookStore(path)
     assert snapshot(after) == before
@@ -329,7 +354,10 @@ def test_an_exception_mid_batch_rolls_back_in_process():
 
     s._after_op = boom
     with pytest.raises(RuntimeError):
-        s.apply([Delta.update("rules-00001", "b"), Delta.add("rules", "c")], tags={"rules-00001": "helpful"})
+        s.apply(
+            [Delta.update("rules-00001", "b"), Delta.add("rules", "c")],
+            tags={"rules-00001": "helpful"},
+        )
     s._after_op = None
     assert snapshot(s) == [("rules-00001", "rules", "a", 0, 0)]
 

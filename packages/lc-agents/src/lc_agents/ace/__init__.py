@@ -12,7 +12,7 @@ The pieces:
 * :class:`Ace`: offline (labelled, multi-epoch) and online (feedback-only) adaptation,
   resumable from the store; :class:`RewriteMemory`: the rewrite-everything baseline.
 
-Example:
+Examples:
     >>> from lc_agents.ace import Delta, PlaybookStore
     >>> store = PlaybookStore()
     >>> ids = store.apply([Delta.add("units", "Report money in cents.")]).results

@@ -10,7 +10,7 @@ near-duplicates are merged (grow-and-refine).
 The store is the whole state: re-running a loop on the same store and run name skips
 the steps already committed, so an interrupted run resumes where it stopped.
 
-Example:
+Examples:
     >>> from lc_agents.ace import Ace, AceConfig, AceItem, PlaybookStore
     >>> class Teacher:  # a scripted chat model standing in for a real one
     ...     def chat(self, messages, **options):

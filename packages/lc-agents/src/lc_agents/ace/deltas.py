@@ -17,7 +17,7 @@ Semantics (applied in order, each against the playbook left by the previous ones
 Shape errors (empty content, a merge of a bullet with itself, an unknown kind) are
 raised when the :class:`Delta` is built; unknown ids are raised when it is applied.
 
-Example:
+Examples:
     >>> ops = [Delta.add("rules", "Quote prices in cents."), Delta.delete("rule-00007")]
     >>> [op.op for op in ops]
     ['ADD', 'DELETE']

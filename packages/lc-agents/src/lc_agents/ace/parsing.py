@@ -5,7 +5,7 @@ trailing comma. :func:`extract_json` finds the first JSON object or array that p
 after a few conservative repairs and raises :class:`CuratorOutputError` (with the start
 of the reply) when none does.
 
-Example:
+Examples:
     >>> extract_json('Sure! ```json\\n{"operations": [],}\\n```')
     {'operations': []}
     >>> extract_answer("Reasoning: 2+2.\\nFinal answer: 4")

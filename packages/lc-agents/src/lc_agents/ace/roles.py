@@ -5,7 +5,7 @@ i.e. an ``lc_evals.ChatModel``, such as :class:`lc_agents.LocalBackend`) and tur
 text into a typed result. Parsing is tolerant (see :mod:`lc_agents.ace.parsing`); when
 a reply is unusable the result says so in its ``error`` field instead of guessing.
 
-Example:
+Examples:
     >>> from lc_agents.ace import Generator, PlaybookStore, Delta
     >>> class Fixed:  # any chat model
     ...     def chat(self, messages, **options):

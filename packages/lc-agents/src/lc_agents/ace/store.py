@@ -13,7 +13,7 @@ resume. Every change runs inside one ``BEGIN IMMEDIATE`` transaction, so
 Bullet ids are ``<prefix>-<number>`` with a prefix taken from the section name and a
 number from one counter per store (``rules-00003``), so they are stable and unique.
 
-Example:
+Examples:
     >>> from lc_agents.ace import Delta, PlaybookStore
     >>> store = PlaybookStore(":memory:")
     >>> report = store.apply([Delta.add("rules", "Quote prices in cents.")])
