@@ -25,14 +25,14 @@ from lc_attention.dssa import CompressedKeyCache, DSSAConfig, dssa_attention
 OUT = pathlib.Path(__file__).resolve().parents[1] / "docs/benchmarks/lc-attention-dssa"
 
 
-def _time(fn, reps: int, device: str) -> float:
-    fn()
+def _time(fn, reps: int, device: str, *fargs, **fkw) -> float:
+    fn(*fargs, **fkw)
     best = float("inf")
     for _ in range(reps):
         if device == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        fn()
+        fn(*fargs, **fkw)
         if device == "cuda":
             torch.cuda.synchronize()
         best = min(best, time.perf_counter() - t0)
@@ -69,8 +69,8 @@ def main() -> None:
             k = torch.randn(1, s, 3, 64, device=dev, dtype=dtype, generator=g)
             v = torch.randn(1, s, 3, 64, device=dev, dtype=dtype, generator=g)
             cache = CompressedKeyCache()
-            dense = _time(lambda: _dense(q, k, v, False), args.reps, dev)
-            sparse = _time(lambda: dssa_attention(q, k, v, cfg, cache=cache), args.reps, dev)
+            dense = _time(_dense, args.reps, dev, q, k, v, False)
+            sparse = _time(dssa_attention, args.reps, dev, q, k, v, cfg, cache=cache)
             rows.append({"phase": "decode", "config": name, "length": s, "dense_s": dense,
                          "dssa_s": sparse, "speedup": dense / sparse})  # fmt: skip
             print(rows[-1])
@@ -78,8 +78,8 @@ def main() -> None:
             q = torch.randn(1, s, 9, 64, device=dev, dtype=dtype, generator=g)
             k = torch.randn(1, s, 3, 64, device=dev, dtype=dtype, generator=g)
             v = torch.randn(1, s, 3, 64, device=dev, dtype=dtype, generator=g)
-            dense = _time(lambda: _dense(q, k, v, True), args.reps, dev)
-            sparse = _time(lambda: dssa_attention(q, k, v, cfg), args.reps, dev)
+            dense = _time(_dense, args.reps, dev, q, k, v, True)
+            sparse = _time(dssa_attention, args.reps, dev, q, k, v, cfg)
             rows.append({"phase": "prefill", "config": name, "length": s, "dense_s": dense,
                          "dssa_s": sparse, "speedup": dense / sparse})  # fmt: skip
             print(rows[-1])
