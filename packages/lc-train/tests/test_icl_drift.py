@@ -85,7 +85,7 @@ def _gd_regressor(dim: int, n: int, lam: float) -> ICLRegressor:
 def _best_decay(rho: float) -> float:
     """Forgetting factor on a grid with the least error (output scale fitted per factor)."""
     cfg = DriftConfig(dim=3, n_context=30, rho=rho, noise=0.1)
-    data = sample_prompts(cfg, 4000, torch.Generator().manual_seed(4), dtype=torch.float64)
+    data = sample_prompts(cfg, 2000, torch.Generator().manual_seed(4), dtype=torch.float64)
     target = data.y[:, -1]
     errors = {}
     for lam in (0.5, 0.7, 0.8, 0.9, 0.95, 0.999):
