@@ -199,4 +199,6 @@ class BAMTransformer(nn.Module):
 
     def priors(self) -> list[BAMPrior]:
         """The per-layer priors (empty for ``"nope"`` and ``"rope"``)."""
-        return [m.prior for m in self.modules() if isinstance(m, BAMAttention) and m.prior is not None]
+        return [
+            m.prior for m in self.modules() if isinstance(m, BAMAttention) and m.prior is not None
+        ]
