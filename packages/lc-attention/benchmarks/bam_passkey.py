@@ -50,10 +50,21 @@ def passkey_batch(
 
 
 def train(
-    model: BAMTransformer, length: int, steps: int, batch: int, lr: float, seed: int
+    model: BAMTransformer,
+    length: int,
+    steps: int,
+    batch: int,
+    lr: float,
+    seed: int,
+    prior_lr_mult: float = 1.0,
 ) -> list[float]:
     gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    prior_ids = {id(p) for pr in model.priors() for p in pr.parameters()}
+    groups = [
+        {"params": [p for p in model.parameters() if id(p) not in prior_ids]},
+        {"params": [p for p in model.parameters() if id(p) in prior_ids], "lr": lr * prior_lr_mult},
+    ]
+    opt = torch.optim.AdamW(groups, lr=lr, weight_decay=0.01)
     warm = max(1, steps // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt,
@@ -95,6 +106,12 @@ def main() -> None:
     ap.add_argument("--max-mult", type=int, default=64)
     ap.add_argument("--samples", type=int, default=64)
     ap.add_argument("--models", default="bam,bam-ssmax,alibi,nope,rope")
+    ap.add_argument(
+        "--prior-lr-mult",
+        type=float,
+        default=1.0,
+        help="learning-rate factor of the prior parameters",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=OUT_DIR)
@@ -117,7 +134,9 @@ def main() -> None:
         )
         model = BAMTransformer(cfg, seed=args.seed)
         t0 = time.perf_counter()
-        losses = train(model, args.train_len, args.steps, args.batch, args.lr, args.seed)
+        losses = train(
+            model, args.train_len, args.steps, args.batch, args.lr, args.seed, args.prior_lr_mult
+        )
         train_s = time.perf_counter() - t0
         acc = {}
         t0 = time.perf_counter()
@@ -154,6 +173,7 @@ def main() -> None:
         "steps": args.steps,
         "batch": args.batch,
         "lr": args.lr,
+        "prior_lr_mult": args.prior_lr_mult,
         "samples_per_length": args.samples,
         "chance": 1 / N_KEYS,
         "model": {"dim": 64, "layers": 2, "heads": 4},
