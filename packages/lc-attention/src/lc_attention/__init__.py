@@ -1,9 +1,16 @@
 """Long-context attention layers as ``torch.nn.Module`` objects and their Hugging Face
 integration. Layers call lc-kernels for the heavy lifting and never own a training loop.
 
-Native Sparse Attention: [NSAConfig][lc_attention.nsa.config.NSAConfig],
-[NativeSparseAttention][lc_attention.nsa.layer.NativeSparseAttention] and the tiny
-[NSATransformer][lc_attention.nsa.model.NSATransformer].
+- Native Sparse Attention: [NSAConfig][lc_attention.nsa.config.NSAConfig],
+  [NativeSparseAttention][lc_attention.nsa.layer.NativeSparseAttention] and the tiny
+  [NSATransformer][lc_attention.nsa.model.NSATransformer].
+- DSSA (InfLLM-v2) dense-sparse switchable attention for pretrained models:
+  [lc_attention.dssa][] and the Hugging Face switch [lc_attention.hf][].
+- Linear recurrences: gated linear attention, mLSTM and the SWAX hybrid in
+  [lc_attention.linear][].
+- BAM, the generalized-Gaussian positional prior: [lc_attention.bam][].
+
+Every name below is imported on first use, so ``import lc_attention`` stays light.
 """
 
 from __future__ import annotations
@@ -23,6 +30,29 @@ _LAZY = {
     "NSATransformer": "lc_attention.nsa",
     "CompressionMLP": "lc_attention.nsa",
     "NSACache": "lc_attention.nsa",
+    "DSSAConfig": "lc_attention.dssa",
+    "dssa_attention": "lc_attention.dssa",
+    "enable_dssa": "lc_attention.hf",
+    "disable_dssa": "lc_attention.hf",
+    "is_dssa_enabled": "lc_attention.hf",
+    "GLAConfig": "lc_attention.linear",
+    "GatedLinearAttention": "lc_attention.linear",
+    "MLSTMConfig": "lc_attention.linear",
+    "MLSTMLayer": "lc_attention.linear",
+    "MLSTMState": "lc_attention.linear",
+    "SWAXConfig": "lc_attention.linear",
+    "SWAXModel": "lc_attention.linear",
+    "SlidingWindowAttention": "lc_attention.linear",
+    "StochasticWindow": "lc_attention.linear",
+    "gated_linear_attention": "lc_attention.linear",
+    "linear_attention": "lc_attention.linear",
+    "mlstm": "lc_attention.linear",
+    "BAMPrior": "lc_attention.bam",
+    "BAMPriorConfig": "lc_attention.bam",
+    "BAMTransformer": "lc_attention.bam",
+    "BAMTransformerConfig": "lc_attention.bam",
+    "bam_attention": "lc_attention.bam",
+    "alibi_slopes": "lc_attention.bam",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -5,6 +5,8 @@
 - :mod:`lc_train.preference`: SoLoPO (short-context preference optimization plus
   short-to-long reward alignment) over DPO, SimPO and ORPO rewards.
 - :mod:`lc_train.rl`: DAPO's pieces and multi-conversation advantages for memory agents.
+- :mod:`lc_train.icl_drift`: in-context regression under task drift (linear attention
+  vs gated linear attention vs softmax attention).
 """
 
 from __future__ import annotations
