@@ -8,7 +8,7 @@ Example:
     >>> from lc_agents.backends import ChatBackend
     >>> class Echo:
     ...     def chat(self, messages, **options):
-    ...         return messages[-1]["content"]
+    ...         return messages[-1].get("content", "")
     ...     async def achat(self, messages, **options):
     ...         return self.chat(messages, **options)
     ...     def chat_batch(self, conversations, **options):
