@@ -11,6 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 from lc_evals.errors import ResultsFileError
 from lc_evals.executors import Executor, RayExecutor, SerialExecutor, ThreadExecutor
 from lc_evals.harness import as_predictor, render_prompt, run
+from lc_evals.icl import ICL_TASKS, check_label, fit_shots, make_icl_items
 from lc_evals.registry import TaskSpec, available_tasks, generate, register_task, task_spec
 from lc_evals.report import format_table, plot_accuracy_vs_length, plot_niah_heatmap, summarize
 from lc_evals.results import Result, load_results, load_suite, write_suite
@@ -34,6 +35,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0.0.0+unknown"
 
 __all__ = [
+    "ICL_TASKS",
     "SCORERS",
     "ChatModel",
     "Executor",
@@ -49,15 +51,18 @@ __all__ = [
     "__version__",
     "as_predictor",
     "available_tasks",
+    "check_label",
     "contains_all",
     "contains_any",
     "exact_match",
     "extract_answer",
+    "fit_shots",
     "format_table",
     "generate",
     "get_scorer",
     "load_results",
     "load_suite",
+    "make_icl_items",
     "make_suite",
     "plot_accuracy_vs_length",
     "plot_niah_heatmap",

@@ -6,8 +6,10 @@
 - :class:`RayExecutor`: Ray tasks on a local or remote Ray cluster (``pip install
   lc-evals[ray]``); the function and items are shipped to the workers with pickle.
 
-If the function raises, the executor stops handing out work and re-raises; outputs
-already yielded stay valid.
+If the function raises, the thread executor stops handing out work, still yields every
+output that finished successfully (so a resumed run redoes nothing that completed), then
+re-raises the first error; the Ray executor re-raises at once and cancels what is
+pending.
 """
 
 from __future__ import annotations
@@ -58,12 +60,23 @@ class ThreadExecutor:
         self, fn: Callable[[TaskItem], T], items: Sequence[TaskItem]
     ) -> Iterator[tuple[TaskItem, T]]:
         pool = cf.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="lc-evals")
+        error: BaseException | None = None
         try:
             futures = {pool.submit(fn, item): item for item in items}
             for fut in cf.as_completed(futures):
-                yield futures[fut], fut.result()
+                if fut.cancelled():
+                    continue
+                exc = fut.exception()
+                if exc is None:
+                    yield futures[fut], fut.result()
+                elif error is None:  # stop handing out work; keep draining finished ones
+                    error = exc
+                    for other in futures:
+                        other.cancel()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+        if error is not None:
+            raise error
 
 
 class RayExecutor:
