@@ -32,6 +32,7 @@ _LAZY = {
     "NSACache": "lc_attention.nsa",
     "DSSAConfig": "lc_attention.dssa",
     "dssa_attention": "lc_attention.dssa",
+    "CompressedKeyCache": "lc_attention.dssa",
     "enable_dssa": "lc_attention.hf",
     "disable_dssa": "lc_attention.hf",
     "is_dssa_enabled": "lc_attention.hf",
