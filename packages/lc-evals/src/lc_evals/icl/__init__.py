@@ -19,6 +19,14 @@ from __future__ import annotations
 
 from lc_evals.icl.base import DELTAS, IclExample
 from lc_evals.icl.checkers import check_label
+from lc_evals.icl.pool import (
+    POOL_LABELS,
+    IclPool,
+    PoolExample,
+    format_shots,
+    make_icl_pool,
+    make_pool_queries,
+)
 from lc_evals.icl.prompts import (
     MAX_SHOTS,
     PROMPT_STYLES,
@@ -34,13 +42,19 @@ __all__ = [
     "DELTAS",
     "ICL_TASKS",
     "MAX_SHOTS",
+    "POOL_LABELS",
     "PROMPT_STYLES",
     "IclExample",
+    "IclPool",
+    "PoolExample",
     "build_prompt",
     "check_label",
     "fit_shots",
+    "format_shots",
     "generate_examples",
     "item_prompt",
     "make_icl_items",
+    "make_icl_pool",
+    "make_pool_queries",
     "preamble",
 ]

@@ -7,7 +7,8 @@ from lc_evals.registry import register_task
 
 def register_builtin_tasks() -> None:
     """Register every built-in task (called once, lazily, by the registry)."""
-    from lc_evals.tasks import babilong, chunking, niah, ruler
+    from lc_evals.icl import pool as icl_pool
+    from lc_evals.tasks import babilong, chunking, distractor_qa, niah, ruler
 
     builtins = [
         ("niah_single", niah.niah_single, "contains_all", "RULER NIAH, one needle"),
@@ -73,6 +74,18 @@ def register_builtin_tasks() -> None:
             chunking.minmax,
             "exact_match",
             "largest/smallest number spread through the context",
+        ),
+        (
+            "distractor_qa",
+            distractor_qa.distractor_qa,
+            "contains_all",
+            "QA with the gold passage among near-miss distractors",
+        ),
+        (
+            "icl_noisy_pool",
+            icl_pool.icl_noisy_pool,
+            "exact_match",
+            "ICL classification with a noisy, partly misaligned example pool",
         ),
     ]
     for name, fn, scorer, description in builtins:
