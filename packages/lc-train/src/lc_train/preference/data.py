@@ -136,3 +136,51 @@ def build_pairs(
         long_context = pad_context(context, distractors, long_length, length_of, seed + index)
         pairs.append(PreferencePair(question, context, long_context, good[0], bad[0]))
     return pairs
+
+
+PROMPT_TEMPLATE = "{context}\n\n{question}"
+"""How a context and a question become the user prompt (as in lc-evals' harness)."""
+
+
+def pair_records(
+    pairs: Sequence[PreferencePair], template: str = PROMPT_TEMPLATE, chat: bool = True
+) -> list[dict[str, object]]:
+    """Rows for :class:`~lc_train.preference.trainer.SoLoPOTrainer` (``datasets.Dataset.from_list``).
+
+    Args:
+        pairs: preference pairs with their long twins.
+        template: user prompt with ``{context}`` and ``{question}`` fields.
+        chat: chat-message rows (``[{"role": "user", ...}]`` prompts, assistant
+            responses), else plain strings with prompts ending in a newline.
+
+    Returns:
+        Dicts with ``prompt``, ``long_prompt``, ``chosen`` and ``rejected``.
+
+    Example:
+        >>> pair = PreferencePair("Code?", "The code is 7.", "Noise.\\n\\nThe code is 7.", "7", "3")
+        >>> pair_records([pair], chat=False)[0]["long_prompt"]
+        'Noise.\\n\\nThe code is 7.\\n\\nCode?\\n'
+    """
+    rows: list[dict[str, object]] = []
+    for p in pairs:
+        short = template.format(context=p.short_context, question=p.question)
+        long = template.format(context=p.long_context, question=p.question)
+        if chat:
+            rows.append(
+                {
+                    "prompt": [{"role": "user", "content": short}],
+                    "long_prompt": [{"role": "user", "content": long}],
+                    "chosen": [{"role": "assistant", "content": p.chosen}],
+                    "rejected": [{"role": "assistant", "content": p.rejected}],
+                }
+            )
+        else:
+            rows.append(
+                {
+                    "prompt": short + "\n",
+                    "long_prompt": long + "\n",
+                    "chosen": p.chosen,
+                    "rejected": p.rejected,
+                }
+            )
+    return rows
