@@ -1,0 +1,361 @@
+"""Learning head roles: HardKuma gates distilled against full attention.
+
+For each calibration sequence of ``P + n`` tokens, the frozen model first runs densely
+(the teacher): it fills a KV cache with the ``P``-token prefix and records the final
+hidden states of the last ``n`` tokens. The student then re-runs only those ``n``
+tokens on top of the cached prefix, as ``n`` teacher-forced decode steps of a hybrid
+model: in every layer ``l`` and head ``h``, with a HardKuma sample ``z[l, h]``,
+
+    o[l, h] = z[l, h] * full[l, h] + (1 - z[l, h]) * sparse[l, h],
+
+where ``full`` is ordinary causal attention and ``sparse`` is attention restricted to the
+``topk`` positions carried at head index ``h`` (for every decode row separately). A head
+whose sample is above 1/2 publishes its own top-k positions to later layers, as a
+retrieval head does at inference. Because prefill is dense at inference too, the
+prefix needs no gradient and is computed once.
+
+The objective is the relative squared error of the final hidden states plus a
+Lagrangian term for the budget ``E[#retrieval] / #heads <= target`` (expected L0 from
+the closed-form ``P(z = 0)``); the multiplier follows projected gradient ascent:
+
+    L = ||H_s - H_t||^2 / ||H_t||^2 + lam * (E[L0] / N - target),
+    lam <- max(0, lam + eta * (E[L0] / N - target)).
+
+Only the gate parameters are trained; the model's weights are frozen and restored.
+
+Example:
+    >>> cfg = RoleTrainingConfig(topk=16, decode_len=8, target_retrieval=0.5, steps=10)
+    >>> result = train_head_roles(model, sequences, cfg)  # doctest: +SKIP
+    >>> result.role_map.num_retrieval  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from lc_attention.hf import _attention_modules
+from lc_attention.lychee.hardkuma import STRETCH_HIGH, STRETCH_LOW, HardKumaGates
+from lc_attention.lychee.roles import RoleMap, model_fingerprint
+
+TRAIN_ATTN_NAME = "lc_lychee_train"
+_ATTR = "lc_lychee_train"
+
+
+@dataclass(frozen=True)
+class RoleTrainingConfig:
+    """Hyper-parameters of head-role training.
+
+    Args:
+        topk: token budget of sparse heads during training (use the inference value).
+        decode_len: ``n``, trailing tokens of each sequence simulated as decode steps.
+        target_retrieval: budget on the fraction of all heads that stay retrieval heads
+            (the first layer's heads are always retrieval heads and count).
+        steps: optimizer steps (one calibration batch per step, cycling).
+        batch_size: sequences per step.
+        lr: Adam learning rate of the gates' ``log a`` and ``log b``.
+        lambda_lr: ascent rate ``eta`` of the Lagrange multiplier.
+        init_log_a: initial ``log a`` of every gate.
+        init_log_b: initial ``log b`` of every gate.
+        low: HardKuma stretch ``l``.
+        high: HardKuma stretch ``r``.
+        exact_budget: the returned role map keeps exactly
+            ``round(target_retrieval * #heads)`` heads, ranked by ``P(z=1) - P(z=0)``;
+            otherwise each head's median gate decides.
+        seed: seed of the gate noise.
+
+    Raises:
+        ValueError: a field out of range (names field, value and allowed range).
+    """
+
+    topk: int = 64
+    decode_len: int = 32
+    target_retrieval: float = 0.25
+    steps: int = 200
+    batch_size: int = 1
+    lr: float = 0.05
+    lambda_lr: float = 0.5
+    init_log_a: float = 0.5
+    init_log_b: float = 0.0
+    low: float = STRETCH_LOW
+    high: float = STRETCH_HIGH
+    exact_budget: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("topk", "decode_len", "steps", "batch_size"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        if not 0.0 < self.target_retrieval <= 1.0:
+            raise ValueError(f"target_retrieval must be in (0, 1], got {self.target_retrieval}")
+        for name in ("lr", "lambda_lr"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if not (self.low < 0.0 and self.high > 1.0):
+            raise ValueError(f"low < 0 < 1 < high required, got low={self.low}, high={self.high}")
+
+
+@dataclass
+class RoleTrainingResult:
+    """What [train_head_roles][lc_attention.lychee.train.train_head_roles] returns.
+
+    Attributes:
+        role_map: hard roles for inference, fingerprinted for the model.
+        gates: the trained gates (``P(z=0)``, ``P(z=1)`` per head).
+        history: one dict per step: ``loss``, ``distill``, ``expected_fraction``,
+            ``lambda``.
+    """
+
+    role_map: RoleMap
+    gates: HardKumaGates
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+@dataclass
+class _Carry:
+    indices: torch.Tensor | None = None
+
+
+@dataclass
+class _TrainLayer:
+    topk: int
+    first: bool
+    carry: _Carry
+    z: torch.Tensor | None = None  # [HQ] gate sample of this step
+
+
+def lychee_train_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """Gated mix of full and carried-top-k attention for ``n`` teacher-forced decode rows.
+
+    Args:
+        module: attention module holding its ``lc_lychee_train`` plan.
+        query: ``[B, HQ, n, D]`` (the decode rows).
+        key: ``[B, HKV, P + n, D]`` (cached prefix plus the rows).
+        value: ``[B, HKV, P + n, D]``.
+        attention_mask: ignored (sequences are unpadded; the causal mask is built here).
+        scaling: softmax scale.
+        dropout: must be 0.
+
+    Returns:
+        ``([B, n, HQ, D], None)``.
+    """
+    plan: _TrainLayer = getattr(module, _ATTR)
+    _, hq, n, d = query.shape
+    t = key.shape[2]
+    g = hq // key.shape[1]
+    kx = key.repeat_interleave(g, dim=1)
+    vx = value.repeat_interleave(g, dim=1)
+    scale = d**-0.5 if scaling is None else scaling
+    logits = torch.matmul(query, kx.transpose(-1, -2)).float() * scale  # [B, HQ, n, T]
+    rows = torch.arange(t - n, t, device=query.device).view(n, 1)
+    cols = torch.arange(t, device=query.device).view(1, t)
+    logits = logits.masked_fill(cols > rows, float("-inf"))
+    full = torch.matmul(torch.softmax(logits, dim=-1).to(vx.dtype), vx)
+    own = torch.topk(logits.detach(), plan.topk, dim=-1, sorted=False).indices
+    if plan.first or plan.carry.indices is None:
+        out = full
+        plan.carry.indices = own
+    else:
+        assert plan.z is not None
+        carried = plan.carry.indices
+        keep = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, carried, True)
+        sparse = torch.matmul(
+            torch.softmax(logits.masked_fill(~keep, float("-inf")), dim=-1).to(vx.dtype), vx
+        )
+        z = plan.z.to(full.dtype).view(1, hq, 1, 1)
+        out = z * full + (1.0 - z) * sparse
+        hard = (plan.z.detach() > 0.5).view(1, hq, 1, 1)
+        plan.carry.indices = torch.where(hard, own, carried)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(TRAIN_ATTN_NAME, lychee_train_attention)
+    AttentionMaskInterface.register(TRAIN_ATTN_NAME, sdpa_mask)
+
+
+def _as_batch(sequences: Sequence[torch.Tensor] | torch.Tensor) -> torch.Tensor:
+    if isinstance(sequences, torch.Tensor):
+        seqs = sequences if sequences.dim() == 2 else sequences.unsqueeze(0)
+    else:
+        if not sequences:
+            raise ValueError("sequences must not be empty")
+        rows = [s.reshape(-1) for s in sequences]
+        if len({r.numel() for r in rows}) != 1:
+            raise ValueError(
+                f"sequences must share one length, got {sorted({r.numel() for r in rows})}"
+            )
+        seqs = torch.stack(rows)
+    if seqs.dim() != 2 or seqs.dtype not in (torch.int32, torch.int64):
+        raise ValueError(
+            f"sequences must be integer token ids [N, L], got {seqs.dtype} {tuple(seqs.shape)}"
+        )
+    return seqs.long()
+
+
+def _forward(decoder: torch.nn.Module, ids: torch.Tensor, cache: Any) -> torch.Tensor:
+    name = (
+        "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
+    )
+    out = decoder(input_ids=ids, use_cache=True, **{name: cache})
+    return out.last_hidden_state  # type: ignore[no-any-return]
+
+
+def train_head_roles(
+    model: torch.nn.Module,
+    sequences: Sequence[torch.Tensor] | torch.Tensor,
+    config: RoleTrainingConfig | None = None,
+    *,
+    progress: bool = True,
+) -> RoleTrainingResult:
+    """Learn which heads stay retrieval heads, by distillation against full attention.
+
+    Args:
+        model: a loaded decoder-only transformers model (Llama family; sliding-window
+            layers are not supported here), attention implementation ``"sdpa"`` or
+            ``"eager"``; its weights are frozen during training and left unchanged.
+        sequences: calibration token ids, ``[N, L]`` or a list of equal-length 1-D
+            tensors, with ``L - decode_len >= topk``.
+        config: hyper-parameters (default ``RoleTrainingConfig()``).
+        progress: show a progress bar.
+
+    Returns:
+        A [RoleTrainingResult][lc_attention.lychee.train.RoleTrainingResult].
+
+    Raises:
+        ValueError: bad sequences, a prefix shorter than ``topk``, a budget below the
+            first layer's share of heads, or a model with sliding-window layers.
+    """
+    from transformers import DynamicCache
+
+    cfg = config or RoleTrainingConfig()
+    seqs = _as_batch(sequences)
+    n_seq, length = seqs.shape
+    prefix = length - cfg.decode_len
+    if prefix < cfg.topk:
+        raise ValueError(
+            f"each sequence needs decode_len + topk = {cfg.decode_len + cfg.topk} tokens or "
+            f"more (the prefix must hold topk positions), got {length}"
+        )
+    fp = model_fingerprint(model)
+    num_layers, num_heads = fp["num_layers"], fp["num_heads"]
+    total = num_layers * num_heads
+    if cfg.target_retrieval * total < num_heads:
+        raise ValueError(
+            f"target_retrieval={cfg.target_retrieval} keeps fewer than the {num_heads} heads of "
+            f"the first layer (minimum {num_heads / total:.4f})"
+        )
+    mods = sorted(_attention_modules(model), key=lambda m: int(m.layer_idx))  # type: ignore[arg-type]
+    if any(getattr(m, "sliding_window", None) for m in mods):
+        raise ValueError("role training supports models without sliding-window layers")
+    decoder = model.base_model
+    device = next(model.parameters()).device
+    seqs = seqs.to(device)
+
+    gates = HardKumaGates(
+        num_layers, num_heads, init_log_a=cfg.init_log_a, init_log_b=cfg.init_log_b,
+        low=cfg.low, high=cfg.high,
+    ).to(device)  # fmt: skip
+    opt = torch.optim.Adam(gates.parameters(), lr=cfg.lr)
+    gen = torch.Generator(device=device).manual_seed(cfg.seed)
+    lam = 0.0
+    history: list[dict[str, float]] = []
+
+    # teacher: dense prefill caches and the final hidden states of the decode rows
+    batches = [seqs[i : i + cfg.batch_size] for i in range(0, n_seq, cfg.batch_size)]
+    teacher: list[tuple[Any, list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]] = []
+    with torch.no_grad():
+        for ids in batches:
+            cache = DynamicCache()
+            hidden = _forward(decoder, ids, cache)[:, prefix:]
+            cache.crop(-cfg.decode_len)
+            saved = [(lay.keys, lay.values) for lay in cache.layers]
+            teacher.append((cache, saved, hidden.float()))
+
+    was_training = model.training
+    previous = model.config._attn_implementation  # type: ignore[union-attr]
+    grads = [p.requires_grad for p in model.parameters()]
+    carry = _Carry()
+    plans = [_TrainLayer(cfg.topk, i == 0, carry) for i in range(num_layers)]
+    _register()
+    try:
+        model.eval()
+        for p in model.parameters():
+            p.requires_grad_(False)
+        for m, plan in zip(mods, plans, strict=True):
+            setattr(m, _ATTR, plan)
+        model.set_attn_implementation(TRAIN_ATTN_NAME)  # type: ignore[operator]
+        it = range(cfg.steps)
+        if progress:
+            from tqdm.auto import tqdm
+
+            it = tqdm(it, desc="head roles", leave=False)
+        for step in it:
+            cache, saved, target = teacher[step % len(teacher)]
+            ids = batches[step % len(batches)][:, prefix:]
+            z = gates.sample(gen)
+            carry.indices = None
+            for layer, plan in enumerate(plans):
+                plan.z = z[layer]
+            hidden = _forward(decoder, ids, cache).float()
+            for lay, (k, v) in zip(cache.layers, saved, strict=True):
+                lay.keys, lay.values = k, v  # back to the dense prefix, outside any graph
+            distill = (hidden - target).pow(2).sum(-1).mean() / target.pow(2).sum(-1).mean()
+            frac = gates.expected_l0() / total
+            gap = frac - cfg.target_retrieval
+            loss = distill + lam * gap
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            lam = max(0.0, lam + cfg.lambda_lr * float(gap.detach()))
+            history.append(
+                {
+                    "step": float(step),
+                    "loss": float(loss.detach()),
+                    "distill": float(distill.detach()),
+                    "expected_fraction": float(frac.detach()),
+                    "lambda": lam,
+                }
+            )
+            if progress and hasattr(it, "set_postfix"):
+                it.set_postfix(
+                    distill=f"{history[-1]['distill']:.4f}",
+                    frac=f"{history[-1]['expected_fraction']:.3f}",
+                )
+    finally:
+        model.set_attn_implementation(previous)  # type: ignore[operator]
+        for m in mods:
+            if hasattr(m, _ATTR):
+                delattr(m, _ATTR)
+        for p, g in zip(model.parameters(), grads, strict=True):
+            p.requires_grad_(g)
+        model.train(was_training)
+
+    budget = max(num_heads, min(total, math.floor(cfg.target_retrieval * total + 0.5)))
+    hard = gates.hard(budget if cfg.exact_budget else None).cpu()
+    meta = {
+        "training": asdict(cfg),
+        "final": history[-1] if history else {},
+        "sequences": n_seq,
+        "length": length,
+    }
+    role_map = RoleMap(tuple(tuple(bool(x) for x in row) for row in hard.tolist()), fp, meta)
+    return RoleTrainingResult(role_map=role_map, gates=gates, history=history)
