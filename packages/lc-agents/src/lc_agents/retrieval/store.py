@@ -1,0 +1,560 @@
+"""A persistent vector store on LanceDB with incremental upserts and metadata filters.
+
+Why LanceDB: it is embedded (a library in this process, no server to start or secure),
+persists to an ordinary directory in the Lance columnar format (another process, or the
+same program tomorrow, opens the same directory), speaks Apache Arrow (rows go in and
+come out as Arrow tables without copies through Python objects), filters on scalar
+columns with SQL predicates before the vector search, and offers both an exact flat scan
+and trained approximate indexes (IVF-PQ) for corpora too large to scan.
+
+Layout of one table: ``id`` (string, primary key), ``text``, ``content_hash`` (SHA-256 of
+text + metadata, or of the given vector), ``vector`` (fixed-size float32 list) and one
+column per metadata key (string, int64, float64 or bool, created when a key first
+appears; rows without the key hold null). The embedder's ``name`` and ``dim`` are
+written into the table's schema metadata; opening the table with another embedder raises
+:class:`~lc_agents.retrieval.EmbedderMismatchError` instead of mixing vector spaces.
+
+Examples:
+    >>> import tempfile
+    >>> from lc_agents.retrieval import HashingEmbedder, VectorStore
+    >>> store = VectorStore.open(tempfile.mkdtemp(), HashingEmbedder(dim=64))
+    >>> store.add(["parse a TOML file", "sum a list of prices"],
+    ...           metadata=[{"lang": "py"}, {"lang": "rs"}], ids=["a", "b"])
+    AddReport(added=2, updated=0, unchanged=0)
+    >>> [h.id for h in store.search("toml parsing", k=1)]
+    ['a']
+    >>> [h.id for h in store.search("toml parsing", k=2, where={"lang": "rs"})]
+    ['b']
+    >>> store.add(["parse a TOML file"], metadata=[{"lang": "py"}], ids=["a"])
+    AddReport(added=0, updated=0, unchanged=1)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lc_agents.retrieval.errors import EmbedderMismatchError, EmptyIndexError, RetrievalError
+from lc_agents.retrieval.resources import IndexPlan, plan_index
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from lc_agents.retrieval.embedders import Embedder
+
+__all__ = ["AddReport", "SearchHit", "VectorStore"]
+
+RESERVED = ("id", "text", "content_hash", "vector")
+FORMAT_VERSION = "1"
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IN_CHUNK = 512
+MetaValue = str | int | float | bool | None
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One search result.
+
+    Attributes:
+        id: the row id.
+        text: the stored text.
+        score: cosine similarity to the query (1 is identical direction).
+        metadata: the row's metadata (keys whose value is null are left out).
+    """
+
+    id: str
+    text: str
+    score: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AddReport:
+    """What an :meth:`VectorStore.add` call did (counts of rows)."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+
+def _import_lancedb() -> Any:
+    try:
+        import lancedb
+    except ImportError as err:
+        raise RetrievalError(
+            f"the vector store needs LanceDB ({err}); pip install 'lc-agents[retrieval]'"
+        ) from None
+    return lancedb
+
+
+def _sql_literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"filter values must be finite, got {value}")
+        return repr(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    raise ValueError(f"filter values must be str, int, float or bool, got {type(value).__name__}")
+
+
+def _arrow_type(value: Any) -> Any:
+    import pyarrow as pa
+
+    if isinstance(value, bool):
+        return pa.bool_()
+    if isinstance(value, int):
+        return pa.int64()
+    if isinstance(value, float):
+        return pa.float64()
+    if isinstance(value, str):
+        return pa.string()
+    raise ValueError(
+        f"metadata values must be str, int, float, bool or None, got {type(value).__name__}"
+    )
+
+
+class VectorStore:
+    """Embedded, persistent vector store (LanceDB) of texts, vectors and metadata.
+
+    Open with :meth:`open`; do not call the constructor. All writes go straight to disk.
+
+    Attributes:
+        path: the database directory.
+        embedder: the :class:`~lc_agents.retrieval.Embedder` of this index.
+        table_name: the LanceDB table holding the rows.
+    """
+
+    def __init__(self, db: Any, table: Any, path: str, embedder: Embedder, table_name: str):
+        self._db = db
+        self._table = table
+        self.path = path
+        self.embedder = embedder
+        self.table_name = table_name
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        embedder: Embedder | None = None,
+        *,
+        table: str = "chunks",
+    ) -> VectorStore:
+        """Open (or create) the store in directory ``path``.
+
+        Args:
+            path: database directory (created if missing).
+            embedder: the embedder (default: :class:`~lc_agents.retrieval.MiniLMEmbedder`).
+            table: table name inside the database.
+
+        Raises:
+            EmbedderMismatchError: the existing table was built by an embedder with another
+                name or vector width.
+            RetrievalError: LanceDB is missing, or the table was not written by lc.
+        """
+        import pyarrow as pa
+
+        if embedder is None:
+            from lc_agents.retrieval.embedders import MiniLMEmbedder
+
+            embedder = MiniLMEmbedder()
+        if not _IDENT.match(table):
+            raise ValueError(f"table must be an identifier, got {table!r}")
+        lancedb = _import_lancedb()
+        path = os.fspath(path)
+        os.makedirs(path, exist_ok=True)
+        db = lancedb.connect(path)
+        name, dim = str(embedder.name), int(embedder.dim)
+        if dim < 1:
+            raise ValueError(f"embedder {name!r} reports dim={dim}; must be >= 1")
+        if table in db.list_tables().tables:
+            tbl = db.open_table(table)
+            meta = tbl.schema.metadata or {}
+            if b"lc.embedder" not in meta:
+                raise RetrievalError(
+                    f"table {table!r} in {path} was not written by lc's VectorStore "
+                    "(no embedder recorded); use another path or table name"
+                )
+            old_name, old_dim = meta[b"lc.embedder"].decode(), int(meta[b"lc.dim"])
+            if (old_name, old_dim) != (name, dim):
+                raise EmbedderMismatchError(
+                    f"the index in {path} (table {table!r}) was built with embedder "
+                    f"{old_name!r} (dim {old_dim}) but was opened with {name!r} (dim {dim}); "
+                    "open it with the same embedder, or use a new path to re-index"
+                )
+            return cls(db, tbl, path, embedder, table)
+        schema = pa.schema(
+            [
+                pa.field("id", pa.string(), nullable=False),
+                pa.field("text", pa.string()),
+                pa.field("content_hash", pa.string()),
+                pa.field("vector", pa.list_(pa.float32(), dim)),
+            ],
+            metadata={
+                b"lc.embedder": name.encode(),
+                b"lc.dim": str(dim).encode(),
+                b"lc.format": FORMAT_VERSION.encode(),
+            },
+        )
+        tbl = db.create_table(table, schema=schema)
+        return cls(db, tbl, path, embedder, table)
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def metadata_columns(self) -> dict[str, str]:
+        """Metadata column names and their Arrow types (as strings)."""
+        return {f.name: str(f.type) for f in self._table.schema if f.name not in RESERVED}
+
+    def count(self, where: str | Mapping[str, Any] | None = None) -> int:
+        """Number of rows (matching ``where`` if given; see :meth:`search`)."""
+        sql = self._where_sql(where)
+        return int(self._table.count_rows(sql) if sql else self._table.count_rows())
+
+    def _rows(self, where_sql: str | None, columns: list[str]) -> list[dict[str, Any]]:
+        q = self._table.search().select(columns).limit(None)
+        if where_sql:
+            q = q.where(where_sql)
+        return list(q.to_arrow().to_pylist())
+
+    def _existing_hashes(self, ids: Sequence[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for i in range(0, len(ids), _IN_CHUNK):
+            part = ids[i : i + _IN_CHUNK]
+            sql = "id IN (" + ", ".join(_sql_literal(x) for x in part) + ")"
+            for row in self._rows(sql, ["id", "content_hash"]):
+                out[row["id"]] = row["content_hash"]
+        return out
+
+    def ids(self) -> list[str]:
+        """All row ids (in storage order)."""
+        return [r["id"] for r in self._rows(None, ["id"])]
+
+    def get(self, ids: Sequence[str]) -> list[SearchHit]:
+        """Rows by id (missing ids are left out), as hits with ``score`` 1.0."""
+        hits: dict[str, SearchHit] = {}
+        cols = ["id", "text", *self.metadata_columns]
+        for i in range(0, len(ids), _IN_CHUNK):
+            sql = "id IN (" + ", ".join(_sql_literal(x) for x in ids[i : i + _IN_CHUNK]) + ")"
+            for row in self._rows(sql, cols):
+                hits[row["id"]] = self._hit(row, 1.0)
+        return [hits[x] for x in ids if x in hits]
+
+    # ------------------------------------------------------------------ writing
+
+    def add(
+        self,
+        texts: Sequence[str],
+        metadata: Sequence[Mapping[str, MetaValue]] | None = None,
+        ids: Sequence[str] | None = None,
+        *,
+        vectors: np.ndarray | None = None,
+        batch_size: int | None = None,
+        progress: bool = False,
+    ) -> AddReport:
+        """Insert or update rows; rows whose text and metadata are unchanged are skipped.
+
+        Args:
+            texts: the texts (non-empty strings).
+            metadata: one mapping per text of scalar values (str, int, float, bool, None);
+                keys become filterable columns.
+            ids: one id per text (default: the first 32 hex digits of the text's SHA-256,
+                so equal texts share a row).
+            vectors: precomputed float32 ``[len(texts), dim]`` vectors in this store's
+                space (e.g. :meth:`~lc_agents.retrieval.ClipEmbedder.embed_images`);
+                the embedder is then not called.
+            batch_size: texts per embedder call (default: from :func:`plan_index`).
+            progress: show a progress bar while embedding.
+
+        Returns:
+            An :class:`AddReport` with the counts of added, updated and unchanged rows.
+
+        Raises:
+            ValueError: no texts, an empty text, lengths that differ, duplicate ids, a
+                reserved or non-identifier metadata key, or a value of another type than
+                its column.
+            RetrievalError: the embedder returned vectors of the wrong shape or non-finite.
+        """
+        import numpy as np
+        import pyarrow as pa
+
+        texts = list(texts)
+        n = len(texts)
+        if n == 0:
+            raise ValueError("add() got no texts: the corpus to index is empty")
+        for i, t in enumerate(texts):
+            if not isinstance(t, str) or not t.strip():
+                raise ValueError(f"texts[{i}] must be a non-empty string, got {t!r:.40}")
+        metas = [dict(m) for m in metadata] if metadata is not None else [{} for _ in texts]
+        if len(metas) != n:
+            raise ValueError(f"metadata has {len(metas)} entries for {n} texts")
+        row_ids = (
+            [str(x) for x in ids]
+            if ids is not None
+            else [hashlib.sha256(t.encode()).hexdigest()[:32] for t in texts]
+        )
+        if len(row_ids) != n:
+            raise ValueError(f"ids has {len(row_ids)} entries for {n} texts")
+        if len(set(row_ids)) != n:
+            dup = next(x for x in row_ids if row_ids.count(x) > 1)
+            raise ValueError(f"duplicate id {dup!r} in one add() call")
+        if vectors is not None:
+            vectors = np.asarray(vectors, dtype=np.float32)
+            self._check_vectors(vectors, n, "vectors")
+        columns = self._ensure_columns(metas)
+
+        hashes = []
+        for i, (t, m) in enumerate(zip(texts, metas, strict=True)):
+            h = hashlib.sha256(t.encode())
+            h.update(json.dumps(m, sort_keys=True, default=str).encode())
+            if vectors is not None:
+                h.update(vectors[i].tobytes())
+            hashes.append(h.hexdigest())
+        old = self._existing_hashes(row_ids)
+        todo = [i for i in range(n) if old.get(row_ids[i]) != hashes[i]]
+        report = AddReport(
+            added=sum(1 for i in todo if row_ids[i] not in old),
+            updated=sum(1 for i in todo if row_ids[i] in old),
+            unchanged=n - len(todo),
+        )
+        if not todo:
+            return report
+        if vectors is not None:
+            vecs = vectors[todo]
+        else:
+            vecs = self._embed([texts[i] for i in todo], batch_size, progress)
+        dim = int(self.embedder.dim)
+        data: dict[str, Any] = {
+            "id": pa.array([row_ids[i] for i in todo], pa.string()),
+            "text": pa.array([texts[i] for i in todo], pa.string()),
+            "content_hash": pa.array([hashes[i] for i in todo], pa.string()),
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), dim),
+        }
+        for col, typ in columns.items():
+            data[col] = pa.array([metas[i].get(col) for i in todo], typ)
+        batch = pa.table(data).cast(self._table.schema)
+        (
+            self._table.merge_insert("id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(batch)
+        )
+        return report
+
+    def _embed(self, texts: list[str], batch_size: int | None, progress: bool) -> np.ndarray:
+        import numpy as np
+
+        dim = int(self.embedder.dim)
+        if batch_size is None:
+            batch_size = plan_index(len(texts), dim).batch_size
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        starts = range(0, len(texts), batch_size)
+        if progress:
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc=f"embedding ({self.embedder.name})", unit="batch")
+        parts = []
+        for s in starts:
+            chunk = texts[s : s + batch_size]
+            v = np.asarray(self.embedder.embed_texts(chunk), dtype=np.float32)
+            self._check_vectors(v, len(chunk), f"embedder {self.embedder.name!r}")
+            parts.append(v)
+        return np.concatenate(parts)
+
+    def _check_vectors(self, v: np.ndarray, n: int, what: str) -> None:
+        import numpy as np
+
+        dim = int(self.embedder.dim)
+        if v.shape != (n, dim):
+            raise RetrievalError(f"{what} gave shape {tuple(v.shape)}, expected ({n}, {dim})")
+        if not np.isfinite(v).all():
+            raise RetrievalError(f"{what} gave non-finite values")
+
+    def _ensure_columns(self, metas: list[dict[str, Any]]) -> dict[str, Any]:
+        """Validate metadata; add missing columns; return all metadata columns' types."""
+        import pyarrow as pa
+
+        existing = {f.name: f.type for f in self._table.schema if f.name not in RESERVED}
+        new: dict[str, Any] = {}
+        for m in metas:
+            for key, value in m.items():
+                if not isinstance(key, str) or not _IDENT.match(key) or key in RESERVED:
+                    raise ValueError(
+                        f"metadata key {key!r} must be an identifier and not one of {RESERVED}"
+                    )
+                if value is None:
+                    continue
+                typ = _arrow_type(value)
+                have = existing.get(key, new.get(key))
+                if have is None:
+                    new[key] = typ
+                elif have != typ and not (have == pa.float64() and typ == pa.int64()):
+                    raise ValueError(
+                        f"metadata {key!r} holds {have} values; got {type(value).__name__} {value!r}"
+                    )
+        if new:
+            self._table.add_columns([pa.field(k, t) for k, t in new.items()])
+            existing.update(new)
+        return existing
+
+    def delete(
+        self, ids: Sequence[str] | None = None, *, where: str | Mapping[str, Any] | None = None
+    ) -> int:
+        """Delete rows by id and/or by filter; returns the number of rows deleted."""
+        if ids is None and where is None:
+            raise ValueError("delete() needs ids or where (refusing to delete everything)")
+        before = self.count()
+        clauses = []
+        if ids is not None:
+            ids = list(ids)
+            if not ids:
+                return 0
+            for i in range(0, len(ids), _IN_CHUNK):
+                lits = ", ".join(_sql_literal(str(x)) for x in ids[i : i + _IN_CHUNK])
+                clauses.append(f"id IN ({lits})")
+        where_sql = self._where_sql(where)
+        if ids is not None:
+            for c in clauses:
+                self._table.delete(f"({c}) AND ({where_sql})" if where_sql else c)
+        elif where_sql:
+            self._table.delete(where_sql)
+        return before - self.count()
+
+    # ------------------------------------------------------------------ search
+
+    def _where_sql(self, where: str | Mapping[str, Any] | None) -> str | None:
+        if where is None:
+            return None
+        if isinstance(where, str):
+            return where.strip() or None
+        cols = self.metadata_columns
+        parts = []
+        for key, value in where.items():
+            if key not in cols and key not in ("id", "text"):
+                raise ValueError(
+                    f"filter key {key!r} is not a metadata column; known: {sorted(cols)}"
+                )
+            if value is None:
+                parts.append(f"{key} IS NULL")
+            elif isinstance(value, list | tuple | set | frozenset):
+                if not value:
+                    raise ValueError(f"filter {key!r} has an empty list of allowed values")
+                lits = ", ".join(_sql_literal(v) for v in sorted(value, key=repr))
+                parts.append(f"{key} IN ({lits})")
+            else:
+                parts.append(f"{key} = {_sql_literal(value)}")
+        return " AND ".join(parts) or None
+
+    def _hit(self, row: dict[str, Any], score: float) -> SearchHit:
+        meta = {
+            k: v
+            for k, v in row.items()
+            if k not in RESERVED and not k.startswith("_") and v is not None
+        }
+        return SearchHit(id=row["id"], text=row["text"], score=score, metadata=meta)
+
+    def search(
+        self, query: str, k: int = 10, where: str | Mapping[str, Any] | None = None
+    ) -> list[SearchHit]:
+        """The ``k`` rows most similar (cosine) to ``query``, best first.
+
+        Args:
+            query: the query text (embedded with this store's embedder).
+            k: number of hits (>= 1).
+            where: a filter applied before the vector search: either a mapping
+                ``{column: value}`` (``value`` a scalar for equality, a list for
+                membership, ``None`` for null) or a SQL predicate string over the
+                metadata columns (e.g. ``"lang = 'py' AND start_line > 10"``).
+
+        Raises:
+            EmptyIndexError: the store holds no rows.
+            ValueError: ``k < 1``, an empty query or an unknown filter key.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError("query must be a non-empty string")
+        import numpy as np
+
+        q = np.asarray(self.embedder.embed_texts([query]), dtype=np.float32)
+        self._check_vectors(q, 1, f"embedder {self.embedder.name!r}")
+        return self.search_vector(q[0], k, where)
+
+    def search_vector(
+        self, vector: np.ndarray, k: int = 10, where: str | Mapping[str, Any] | None = None
+    ) -> list[SearchHit]:
+        """Like :meth:`search` with a query vector ``[dim]`` in this store's space."""
+        import numpy as np
+
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        if self._table.count_rows() == 0:
+            raise EmptyIndexError(
+                f"the index in {self.path} (table {self.table_name!r}) is empty; add texts first"
+            )
+        vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if vector.shape[0] != int(self.embedder.dim):
+            raise ValueError(
+                f"query vector has {vector.shape[0]} dims, index has {self.embedder.dim}"
+            )
+        cols = ["id", "text", *self.metadata_columns]
+        q = self._table.search(vector).distance_type("cosine").select(cols).limit(k)
+        sql = self._where_sql(where)
+        if sql:
+            q = q.where(sql, prefilter=True)
+        rows = q.to_list()
+        return [self._hit(r, 1.0 - float(r["_distance"])) for r in rows]
+
+    # ------------------------------------------------------------------ index
+
+    def build_index(self, plan: IndexPlan | None = None) -> IndexPlan:
+        """Build the vector index the plan asks for (default: :func:`plan_index`).
+
+        A ``"flat"`` plan builds nothing (searches scan all vectors exactly); an
+        ``"ivf_pq"`` plan trains an IVF-PQ index with cosine distance. Rows added later
+        are still found (LanceDB scans unindexed rows); call again to re-train.
+
+        Raises:
+            EmptyIndexError: the store holds no rows.
+        """
+        n = self.count()
+        if n == 0:
+            raise EmptyIndexError(f"cannot build an index over the empty store in {self.path}")
+        plan = plan or plan_index(n, int(self.embedder.dim))
+        if plan.index_type == "ivf_pq":
+            from lancedb.index import IvfPq
+
+            self._table.create_index(
+                "vector",
+                config=IvfPq(
+                    distance_type="cosine",
+                    num_partitions=plan.num_partitions,
+                    num_sub_vectors=plan.num_sub_vectors,
+                ),
+                replace=True,
+            )
+        return plan
+
+    def index_type(self) -> str:
+        """``"ivf_pq"`` when a trained vector index exists, else ``"flat"``."""
+        for idx in self._table.list_indices():
+            if "vector" in list(idx.columns):
+                return "ivf_pq"
+        return "flat"
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __repr__(self) -> str:
+        return (
+            f"VectorStore(path={self.path!r}, table={self.table_name!r}, "
+            f"embedder={self.embedder.name!r}, dim={self.embedder.dim}, rows={self.count()})"
+        )
