@@ -98,6 +98,7 @@ def run_arena(
     rounds: int = 1,
     self_play: bool | None = None,
     progress: bool = True,
+    baselines: Mapping[str, Mapping[str, RunResult]] | None = None,
 ) -> list[Standing]:
     """Play every pairing on every issue, skipping battles already in ``store``.
 
@@ -110,6 +111,8 @@ def run_arena(
         rounds: battles per pairing and issue.
         self_play: see :func:`pairings`.
         progress: show a progress bar.
+        baselines: issue id -> runs of :func:`~lc_evals.arena.battle.baseline_runs`
+            already made (computed on first use otherwise).
 
     Returns:
         The leaderboard over every record in the store (old and new).
@@ -126,12 +129,12 @@ def run_arena(
         for r in range(rounds)
         if battle_id(issue, sub, rev, r) not in done
     ]
-    baselines: dict[str, dict[str, RunResult]] = {}
+    cache: dict[str, Mapping[str, RunResult]] = dict(baselines or {})
     with Progress(disable=not progress, transient=True) as bar:
         task = bar.add_task("battles", total=len(plan))
         for issue, sub, rev, r in plan:
-            if issue.id not in baselines:
-                baselines[issue.id] = baseline_runs(issue, cfg.limits)
+            if issue.id not in cache:
+                cache[issue.id] = baseline_runs(issue, cfg.limits)
             record = run_battle(
                 issue,
                 models[sub],
@@ -140,7 +143,7 @@ def run_arena(
                 reviewer_name=rev,
                 retriever=(retrievers or {}).get(issue.id),
                 config=cfg,
-                baseline=baselines[issue.id],
+                baseline=cache[issue.id],
                 round_index=r,
             )
             st.append(record)

@@ -27,7 +27,8 @@ Verdicts (following SwingArena's rules; see :func:`judge`):
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,8 @@ class BattleConfig:
         submitter_tokens: ``max_tokens`` of the submitter's reply.
         reviewer_tokens: ``max_tokens`` of the reviewer's reply.
         temperature: sampling temperature of both models (0 = greedy).
+        workers: sandboxed runs executed at the same time (the three runs after the
+            models replied are independent).
     """
 
     limits: SandboxLimits = field(default_factory=SandboxLimits)
@@ -63,9 +66,10 @@ class BattleConfig:
     submitter_tokens: int = 768
     reviewer_tokens: int = 768
     temperature: float = 0.0
+    workers: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("max_context_chars", "submitter_tokens", "reviewer_tokens"):
+        for name in ("max_context_chars", "submitter_tokens", "reviewer_tokens", "workers"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"BattleConfig.{name} must be a positive int, got {value!r}")
@@ -163,12 +167,19 @@ def battle_id(issue: Issue, submitter: str, reviewer: str, round_index: int = 0)
 
 def baseline_runs(issue: Issue, limits: SandboxLimits) -> dict[str, RunResult]:
     """The repository's check on the original code and with the gold patch."""
-    return {
-        "ci_original": run_sandboxed(issue.repo, issue.test_command, limits=limits),
-        "ci_gold": run_sandboxed(
-            issue.repo, issue.test_command, patches=[issue.gold_patch], limits=limits
-        ),
-    }
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        original = pool.submit(
+            run_sandboxed, issue.repo, issue.test_command, limits=limits, env=issue.env
+        )
+        gold = pool.submit(
+            run_sandboxed,
+            issue.repo,
+            issue.test_command,
+            patches=[issue.gold_patch],
+            limits=limits,
+            env=issue.env,
+        )
+        return {"ci_original": original.result(), "ci_gold": gold.result()}
 
 
 def run_battle(
@@ -224,25 +235,32 @@ def run_battle(
     say("ci")
     runs: dict[str, RunResult | None] = dict(baseline or baseline_runs(issue, cfg.limits))
     lim = cfg.limits
-    runs["ci_generated"] = (
-        run_sandboxed(issue.repo, issue.test_command, patches=[patch], limits=lim)
-        if patch
-        else RunResult(returncode=None, patch_error="empty: the reply holds no diff")
-    )
+
+    def sandboxed(argv: Sequence[str], patches: list[str]) -> RunResult:
+        return run_sandboxed(issue.repo, argv, patches=patches, limits=lim, env=issue.env)
+
+    jobs: dict[str, tuple[Sequence[str], list[str]]] = {}
+    if patch:
+        jobs["ci_generated"] = (issue.test_command, [patch])
+    else:
+        runs["ci_generated"] = RunResult(
+            returncode=None, patch_error="empty: the reply holds no diff"
+        )
     if tests:
         argv = _review_argv(issue, tests)
-        runs["review_gold"] = run_sandboxed(
-            issue.repo, argv, patches=[issue.gold_patch, tests], limits=lim
-        )
-        runs["review_original"] = run_sandboxed(issue.repo, argv, patches=[tests], limits=lim)
+        jobs["review_gold"] = (argv, [issue.gold_patch, tests])
+        jobs["review_original"] = (argv, [tests])
     else:
         runs["review_gold"] = RunResult(
             returncode=None, patch_error="empty: the reply holds no tests"
         )
         runs["review_original"] = None
+    with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
+        futures = {name: pool.submit(sandboxed, *job) for name, job in jobs.items()}
+        runs.update({name: f.result() for name, f in futures.items()})
     pre = judge(runs)
     runs["review_generated"] = (
-        run_sandboxed(issue.repo, _review_argv(issue, tests), patches=[patch, tests], limits=lim)
+        sandboxed(_review_argv(issue, tests), [patch, tests])
         if pre.patch_valid and pre.tests_valid
         else None
     )

@@ -37,6 +37,8 @@ class Issue:
         review_command: how the reviewer's tests are run (argv); ``"{tests}"`` is
             replaced by the test files the reviewer's diff writes.
         review_test_path: where a reviewer's bare code block (no diff) is written.
+        env: extra environment variables of every run (e.g.
+            ``{"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}`` for a faster, more hermetic pytest).
         metadata: free-form facts (source, language ...).
 
     Examples:
@@ -52,6 +54,7 @@ class Issue:
     test_command: tuple[str, ...] = DEFAULT_TEST_COMMAND
     review_command: tuple[str, ...] = DEFAULT_REVIEW_COMMAND
     review_test_path: str = "tests/test_arena_review.py"
+    env: dict[str, str] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -77,6 +80,7 @@ class Issue:
             "test_command": list(self.test_command),
             "review_command": list(self.review_command),
             "review_test_path": self.review_test_path,
+            "env": dict(self.env),
             "metadata": self.metadata,
         }
 

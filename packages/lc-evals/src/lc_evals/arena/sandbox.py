@@ -365,6 +365,7 @@ def _run(
         "LC_ARENA_TOKEN": token,
         "LC_ARENA_EVENTS": str(events_path),
         "LC_ARENA_WRITABLE": json.dumps(writable),
+        "LC_ARENA_WRITABLE_FILES": json.dumps(["/dev/null"]),
         **extra_env,
     }
     if "PYTHONPATH" in extra_env:

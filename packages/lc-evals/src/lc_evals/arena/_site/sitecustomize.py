@@ -14,6 +14,7 @@ import os
 import sys
 
 _ROOTS = tuple(json.loads(os.environ.get("LC_ARENA_WRITABLE", "[]")))
+_FILES = frozenset(json.loads(os.environ.get("LC_ARENA_WRITABLE_FILES", "[]")))
 _EVENTS = os.environ.get("LC_ARENA_EVENTS", "")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _PATH_EVENTS = {
@@ -54,6 +55,8 @@ def _outside(path: object) -> str | None:
     except TypeError:
         return None
     real = os.path.realpath(p)
+    if real in _FILES:
+        return None
     for root in _ROOTS:
         if real == root or real.startswith(root.rstrip("/") + "/"):
             return None
