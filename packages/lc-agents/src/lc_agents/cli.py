@@ -6,6 +6,7 @@ Examples::
     lc-agents ask report.pdf --question "Which year did revenue peak?"
     lc-agents ask notes.md -q "..." --endpoint http://127.0.0.1:8000/v1 --model qwen3-8b
     lc-agents serve --port 8080
+    lc-agents arena --repo ./mathx --issue issue.json --out arena-results
 """
 
 from __future__ import annotations
@@ -228,6 +229,160 @@ def serve(
         raise _fail(str(exc)) from None
     err.print(f"serving MemAgent on http://{host}:{port}/v1", highlight=False)
     uvicorn.run(app_, host=host, port=port, log_level="warning")
+
+
+def _arena_retriever(repo: pathlib.Path, kind: str) -> tuple[Any, str]:
+    """The context retriever of ``lc-agents arena`` and a note saying which it is."""
+    from lc_evals.arena import whole_file_context
+
+    if kind in ("auto", "racg"):
+        try:
+            from lc_agents.code import make_retriever  # type: ignore[attr-defined]
+        except ImportError:
+            if kind == "racg":
+                raise typer.BadParameter(
+                    "the RACG code retriever (lc_agents.code.make_retriever) is not available",
+                    param_hint="--retriever",
+                ) from None
+        else:
+            return make_retriever(repo), "RACG code retriever"
+    return whole_file_context(repo), "whole small files (no ranking; RACG retriever not used)"
+
+
+def _scripted_arena_model(submitter_file: pathlib.Path, reviewer_file: pathlib.Path) -> Any:
+    from lc_evals.arena import ScriptedModel
+    from lc_evals.arena.prompts import REVIEWER_SYSTEM
+
+    replies = {"submitter": submitter_file.read_text(), "reviewer": reviewer_file.read_text()}
+
+    def reply(messages: Any) -> str:
+        role = "reviewer" if messages and messages[0]["content"] == REVIEWER_SYSTEM else "submitter"
+        return replies[role]
+
+    return ScriptedModel(reply)
+
+
+@app.command()
+def arena(
+    repo: Annotated[
+        pathlib.Path,
+        typer.Option(exists=True, file_okay=False, help="Repository at the buggy commit."),
+    ],
+    issue: Annotated[
+        pathlib.Path,
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            help="Issue JSON: id, description, gold_patch or gold_patch_file, test_command.",
+        ),
+    ],
+    out_dir: Annotated[
+        pathlib.Path,
+        typer.Option("--out", help="Directory for battles.jsonl and leaderboard.json."),
+    ] = pathlib.Path("arena-results"),
+    endpoint: Annotated[
+        str | None, typer.Option(help="Model: OpenAI-compatible server URL.")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Model name for --endpoint, or a local model directory.")
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(envvar="OPENAI_API_KEY", help="API key for --endpoint.")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="Name of the model on the leaderboard.")] = None,
+    retriever: Annotated[
+        str, typer.Option(help="Context: auto (RACG if available), racg, or files.")
+    ] = "auto",
+    rounds: Annotated[int, typer.Option(min=1, help="Battles per pairing.")] = 1,
+    max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per model reply.")] = 512,
+    context_chars: Annotated[
+        int, typer.Option(min=100, help="Characters of retrieved code per prompt.")
+    ] = 12000,
+    cpu_seconds: Annotated[int, typer.Option(min=1, help="CPU seconds per process.")] = 60,
+    wall_seconds: Annotated[float, typer.Option(min=1, help="Wall-clock seconds per run.")] = 300,
+    memory_mb: Annotated[int, typer.Option(min=64, help="Address space per process (MiB).")] = 4096,
+    scripted_submitter: Annotated[
+        pathlib.Path | None,
+        typer.Option(dir_okay=False, exists=True, help="Replay this reply as the submitter."),
+    ] = None,
+    scripted_reviewer: Annotated[
+        pathlib.Path | None,
+        typer.Option(dir_okay=False, exists=True, help="Replay this reply as the reviewer."),
+    ] = None,
+) -> None:
+    """SwingArena battle: the model patches the issue, reviews with tests, CI judges.
+
+    One model plays both roles (self-play). Battles already in --out/battles.jsonl are
+    skipped, so an interrupted run resumes where it stopped.
+    """
+    import json
+
+    from lc_evals.arena import (
+        ArenaStore,
+        BattleConfig,
+        SandboxLimits,
+        format_leaderboard,
+        load_issue,
+        run_arena,
+    )
+    from lc_evals.arena.patch import PatchError
+
+    if retriever not in ("auto", "racg", "files"):
+        raise typer.BadParameter("use auto, racg or files", param_hint="--retriever")
+    if (scripted_submitter is None) != (scripted_reviewer is None):
+        raise typer.BadParameter(
+            "give both --scripted-submitter and --scripted-reviewer", param_hint="--scripted-*"
+        )
+    try:
+        task = load_issue(issue, repo=repo)
+    except (ValueError, OSError, PatchError) as exc:
+        raise _fail(f"{issue}: {exc}") from None
+    retrieve, note = _arena_retriever(
+        repo.resolve(), "files" if retriever == "files" else retriever
+    )
+    if scripted_submitter is not None and scripted_reviewer is not None:
+        chat_model = _scripted_arena_model(scripted_submitter, scripted_reviewer)
+        label = name or "scripted"
+    else:
+        try:
+            chat_model = build_backend(endpoint, model, api_key)
+        except AgentError as exc:
+            raise _fail(str(exc)) from None
+        label = name or (model if endpoint and model else "smollm2-135m-instruct")
+    err.print(f"[dim]context: {note}[/]", highlight=False)
+    config = BattleConfig(
+        limits=SandboxLimits(
+            cpu_seconds=cpu_seconds,
+            wall_seconds=wall_seconds,
+            memory_bytes=memory_mb * 1024**2,
+        ),
+        max_context_chars=context_chars,
+        submitter_tokens=max_tokens,
+        reviewer_tokens=max_tokens,
+    )
+    store = ArenaStore(out_dir / "battles.jsonl")
+    before = store.done()
+    table = run_arena(
+        [task],
+        {label: chat_model},
+        store,
+        retrievers={task.id: retrieve},
+        config=config,
+        rounds=rounds,
+    )
+    records = [r for r in store.records() if r["issue"] == task.id]
+    for rec in records:
+        v = rec["verdict"]
+        tag = "resumed" if rec["id"] in before else "played"
+        out.print(
+            f"{rec['id']} ({tag}): winner [bold]{v['winner']}[/] - {v['reason']}; "
+            f"patch valid {v['patch_valid']}, tests valid {v['tests_valid']}, "
+            f"{len(rec['events'])} containment event(s)",
+            highlight=False,
+        )
+    board = [s.to_dict() for s in table]
+    (out_dir / "leaderboard.json").write_text(json.dumps(board, indent=2) + "\n")
+    out.print(format_leaderboard(table), highlight=False)
 
 
 def main() -> None:  # pragma: no cover - console entry
