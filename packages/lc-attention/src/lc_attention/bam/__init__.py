@@ -8,8 +8,13 @@ SDPA for short sequences, blockwise for long ones).
 from __future__ import annotations
 
 from lc_attention.bam.attention import bam_attention, bam_attention_reference
-from lc_attention.bam.model import BAMAttention, BAMTransformer, BAMTransformerConfig
-from lc_attention.bam.prior import BAMPrior, BAMPriorConfig, alibi_slopes, bam_bias
+from lc_attention.bam.model import (
+    BAMAttention,
+    BAMTransformer,
+    BAMTransformerConfig,
+    PreNormBlock,
+)
+from lc_attention.bam.prior import BAMPrior, BAMPriorConfig, alibi_slopes, bam_bias, initial_shapes
 
 __all__ = [
     "BAMAttention",
@@ -17,8 +22,10 @@ __all__ = [
     "BAMPriorConfig",
     "BAMTransformer",
     "BAMTransformerConfig",
+    "PreNormBlock",
     "alibi_slopes",
     "bam_attention",
     "bam_attention_reference",
     "bam_bias",
+    "initial_shapes",
 ]

@@ -17,10 +17,10 @@ import torch
 from torch import nn
 
 from lc_attention.bam.attention import bam_attention
-from lc_attention.bam.prior import BAMPrior, BAMPriorConfig
+from lc_attention.bam.prior import BAMPrior, BAMPriorConfig, check_shape_init
 from lc_attention.rope import apply_rotary, rotary_tables
 
-__all__ = ["BAMAttention", "BAMTransformer", "BAMTransformerConfig"]
+__all__ = ["BAMAttention", "BAMTransformer", "BAMTransformerConfig", "PreNormBlock"]
 
 POSITIONS = ("bam", "alibi", "nope", "rope")
 
@@ -36,7 +36,10 @@ class BAMTransformerConfig:
         num_heads: attention heads per block.
         ffn_mult: MLP hidden width as a multiple of ``dim``.
         position: one of ``"bam"``, ``"alibi"``, ``"nope"``, ``"rope"``.
-        shape_init: initial prior shape for ``"bam"`` (> 0).
+        shape_init: initial prior shape for ``"bam"``: a float > 0 or ``"linear"`` (0 to 1
+            across the heads, the BAM reference code's option).
+        train_scale: train the prior scale of ``"bam"``.
+        train_loc: train the prior location of ``"bam"``.
         scalable_softmax: multiply content logits by a learned ``s * log(n)``.
         max_seq_len: longest accepted input (tokens), >= 1.
         method: attention path, ``"auto"``, ``"sdpa"`` or ``"blockwise"``.
@@ -50,7 +53,9 @@ class BAMTransformerConfig:
     num_heads: int = 4
     ffn_mult: int = 4
     position: str = "bam"
-    shape_init: float = 1.0
+    shape_init: float | str = 1.0
+    train_scale: bool = True
+    train_loc: bool = True
     scalable_softmax: bool = False
     max_seq_len: int = 65536
     method: str = "auto"
@@ -70,8 +75,7 @@ class BAMTransformerConfig:
             )
         if self.position not in POSITIONS:
             raise ValueError(f"position must be one of {POSITIONS}, got {self.position!r}")
-        if not self.shape_init > 0:
-            raise ValueError(f"shape_init must be > 0, got {self.shape_init}")
+        check_shape_init(self.shape_init)
         if self.max_seq_len < 1:
             raise ValueError(f"max_seq_len must be >= 1, got {self.max_seq_len}")
         if self.method not in ("auto", "sdpa", "blockwise"):
@@ -106,9 +110,9 @@ class BAMAttention(nn.Module):
                 BAMPriorConfig(
                     num_heads=config.num_heads,
                     shape_init=config.shape_init if trainable else 1.0,
-                    train_scale=trainable,
+                    train_scale=trainable and config.train_scale,
                     train_shape=trainable,
-                    train_loc=trainable,
+                    train_loc=trainable and config.train_loc,
                     scalable_softmax=config.scalable_softmax,
                 )
             )
@@ -135,18 +139,34 @@ class BAMAttention(nn.Module):
         return self.out(o.reshape(b, t, -1))
 
 
-class _Block(nn.Module):
-    def __init__(self, config: BAMTransformerConfig) -> None:
+class PreNormBlock(nn.Module):
+    """Pre-norm transformer block ``x + attn(norm(x))`` then ``+ mlp(norm(.))`` (GELU MLP).
+
+    Shared by the BAM and the hierarchical-sparse-attention models; subclasses change how
+    extra branches enter the block.
+
+    Args:
+        dim: model width.
+        ffn_mult: MLP hidden width as a multiple of ``dim``.
+        attn: a module mapping ``[B, T, dim] -> [B, T, dim]``.
+
+    Example:
+        >>> import torch
+        >>> blk = PreNormBlock(16, 2, torch.nn.Identity())
+        >>> blk(torch.randn(1, 3, 16)).shape
+        torch.Size([1, 3, 16])
+    """
+
+    def __init__(self, dim: int, ffn_mult: int, attn: nn.Module) -> None:
         super().__init__()
-        self.norm1 = nn.RMSNorm(config.dim)
-        self.attn = BAMAttention(config)
-        self.norm2 = nn.RMSNorm(config.dim)
-        hidden = config.ffn_mult * config.dim
-        self.mlp = nn.Sequential(
-            nn.Linear(config.dim, hidden), nn.GELU(), nn.Linear(hidden, config.dim)
-        )
+        self.norm1 = nn.RMSNorm(dim)
+        self.attn = attn
+        self.norm2 = nn.RMSNorm(dim)
+        hidden = ffn_mult * dim
+        self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [B, T, dim] -> [B, T, dim]``."""
         x = x + self.attn(self.norm1(x))
         return x + self.mlp(self.norm2(x))
 
@@ -172,7 +192,10 @@ class BAMTransformer(nn.Module):
         torch.manual_seed(seed)
         try:
             self.embed = nn.Embedding(config.vocab_size, config.dim)
-            self.blocks = nn.ModuleList(_Block(config) for _ in range(config.num_layers))
+            self.blocks = nn.ModuleList(
+                PreNormBlock(config.dim, config.ffn_mult, BAMAttention(config))
+                for _ in range(config.num_layers)
+            )
             self.norm = nn.RMSNorm(config.dim)
             self.head = nn.Linear(config.dim, config.vocab_size, bias=False)
         finally:

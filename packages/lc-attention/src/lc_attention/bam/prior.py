@@ -19,9 +19,42 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["BAMPrior", "BAMPriorConfig", "alibi_slopes", "bam_bias"]
+__all__ = ["BAMPrior", "BAMPriorConfig", "alibi_slopes", "bam_bias", "initial_shapes"]
 
 _SCALE_INITS = ("alibi",)
+_SHAPE_INITS = ("linear",)
+
+
+def initial_shapes(shape_init: float | str, num_heads: int) -> torch.Tensor:
+    """``[H]`` initial prior shapes ``theta_b``.
+
+    Args:
+        shape_init: a float > 0 used for every head, or ``"linear"``: shapes evenly spaced
+            from 0 (a flat prior, i.e. a NoPE head) to 1 (a Laplace prior, i.e. an ALiBi
+            head) across the heads, as in the BAM reference code.
+        num_heads: number of heads, >= 1.
+
+    Returns:
+        ``[num_heads]`` float32 shapes.
+
+    Example:
+        >>> initial_shapes("linear", 3).tolist()
+        [0.0, 0.5, 1.0]
+    """
+    if shape_init == "linear":
+        return torch.linspace(0.0, 1.0, num_heads) if num_heads > 1 else torch.ones(1)
+    return torch.full((num_heads,), float(shape_init))
+
+
+def check_shape_init(shape_init: float | str) -> None:
+    """Raise ValueError unless ``shape_init`` is a float > 0 or ``"linear"``."""
+    if isinstance(shape_init, str):
+        if shape_init not in _SHAPE_INITS:
+            raise ValueError(
+                f"shape_init must be a float > 0 or one of {_SHAPE_INITS}, got {shape_init!r}"
+            )
+    elif not (shape_init > 0 and math.isfinite(shape_init)):
+        raise ValueError(f"shape_init must be a finite float > 0 or 'linear', got {shape_init}")
 
 
 def alibi_slopes(num_heads: int) -> list[float]:
@@ -91,7 +124,8 @@ class BAMPriorConfig:
     Attributes:
         num_heads: number of heads, >= 1.
         scale_init: ``"alibi"`` (ALiBi slopes) or a positive float used for every head.
-        shape_init: initial shape ``theta_b`` (> 0); 1.0 starts exactly at ALiBi.
+        shape_init: initial shape ``theta_b``: a float > 0 (1.0 starts exactly at ALiBi) or
+            ``"linear"`` (shapes spread over the heads from 0, a flat NoPE-like prior, to 1).
         loc_init: initial location ``mu`` (any real; stored as ``asinh(mu / 2)``).
         train_scale: whether ``theta_a`` is trained.
         train_shape: whether ``theta_b`` is trained.
@@ -103,7 +137,7 @@ class BAMPriorConfig:
 
     num_heads: int
     scale_init: str | float = "alibi"
-    shape_init: float = 1.0
+    shape_init: float | str = 1.0
     loc_init: float = 0.0
     train_scale: bool = True
     train_shape: bool = True
@@ -120,10 +154,9 @@ class BAMPriorConfig:
                 raise ValueError(
                     f"scale_init must be one of {_SCALE_INITS} or a float > 0, got {self.scale_init!r}"
                 )
-        elif not self.scale_init > 0:
-            raise ValueError(f"scale_init must be > 0, got {self.scale_init}")
-        if not self.shape_init > 0:
-            raise ValueError(f"shape_init must be > 0, got {self.shape_init}")
+        elif not (self.scale_init > 0 and math.isfinite(self.scale_init)):
+            raise ValueError(f"scale_init must be a finite float > 0, got {self.scale_init}")
+        check_shape_init(self.shape_init)
         if not math.isfinite(self.loc_init):
             raise ValueError(f"loc_init must be finite, got {self.loc_init}")
         if not self.eps >= 0:
@@ -155,7 +188,7 @@ class BAMPrior(nn.Module):
             scale = torch.full((h,), float(config.scale_init))
         self.theta_a = nn.Parameter(scale.log(), requires_grad=config.train_scale)
         self.theta_b = nn.Parameter(
-            torch.full((h,), float(config.shape_init)), requires_grad=config.train_shape
+            initial_shapes(config.shape_init, h), requires_grad=config.train_shape
         )
         self.theta_m = nn.Parameter(
             torch.full((h,), math.asinh(config.loc_init / 2.0)), requires_grad=config.train_loc
