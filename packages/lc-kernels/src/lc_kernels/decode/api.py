@@ -256,11 +256,10 @@ def retrieval_decode_attention(
     if chosen == "torch" or not kernel_ok:
         out, idx = retrieval_decode_attention_reference(q, k_cache, v_cache, topk, sc, vl)
         return out, idx
-    from lc_kernels.decode.triton import decode_attention_triton
+    from lc_kernels.decode.triton import block_topk_triton, decode_attention_triton
 
     out, logits = decode_attention_triton(q, k_cache, v_cache, None, sc, vl, want_logits=True)
-    from lc_kernels.decode.triton import block_topk_triton
-
+    assert logits is not None
     _, idx = block_topk_triton(logits, topk, block_size, vl)
     return out, idx
 
