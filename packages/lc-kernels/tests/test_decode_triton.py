@@ -149,3 +149,34 @@ def test_triton_block_size_must_be_power_of_two(device):
     assert block_topk(torch.arange(50.0).view(1, 1, 50), 2, block_size=24)[1].tolist() == [
         [[49, 48]]
     ]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="compiled kernels and bf16 need a GPU")
+@pytest.mark.parametrize(("k", "bs"), [(64, 128), (1000, 128), (2048, 4096)])
+def test_block_topk_long_rows_on_gpu(k, bs):
+    gen = torch.Generator().manual_seed(k)
+    scores = torch.randn(2, 4, 40_000, generator=gen).round(decimals=2).cuda()
+    vl = torch.tensor([40_000, 23_456], device="cuda")
+    vals, idx = block_topk(scores, k, block_size=bs, valid_len=vl, backend="triton")
+    rv, ri = topk_reference(scores, k, vl)
+    assert torch.equal(idx, ri)
+    assert torch.equal(vals, rv)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="compiled kernels and bf16 need a GPU")
+def test_bfloat16_decode_on_gpu():
+    q, k, v = _qkv(11, 2, 9000, 8, 4, 128, "cuda", torch.bfloat16)
+    k, v = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in (k, v))
+    vl = torch.tensor([9000, 5000], device="cuda")
+    out, idx = retrieval_decode_attention(q, k, v, 512, valid_len=vl, backend="triton")
+    r_out = full_decode_attention(q.float(), k.float(), v.float(), valid_len=vl, backend="torch")
+    assert rel_rms(out, r_out) < 2e-2
+    _, r_idx = retrieval_decode_attention(
+        q.float(), k.float(), v.float(), 512, valid_len=vl, backend="torch"
+    )
+    overlap = torch.isin(idx[0, 0], r_idx[0, 0]).float().mean()
+    assert overlap > 0.95
+    sp = sparse_decode_attention(q, k, v, idx, backend="triton")
+    assert rel_rms(sp, sparse_decode_attention(q.float(), k.float(), v.float(), idx)) < 2e-2

@@ -81,14 +81,16 @@ def _row_topk(x, UNITS: tl.constexpr, LOG_N: tl.constexpr, LOG_K: tl.constexpr):
     holds the top half of both, as a bitonic run) and merge, halving the row each round.
     """
     if LOG_K == 0:
-        return tl.max(x, axis=1, keep_dims=True)
-    h = tl.reshape(x, [UNITS] + [2] * LOG_N)
-    for s in tl.static_range(1, LOG_K + 1):
-        h = _bitonic_merge_bits(h, s)
-    for r in tl.static_range(LOG_N - LOG_K):
-        h = tl.max(h, axis=LOG_N - r - LOG_K)
-        h = _bitonic_merge_bits(h, LOG_K)
-    return tl.reshape(h, [UNITS, 2**LOG_K])
+        out = tl.max(x, axis=1, keep_dims=True)
+    else:
+        h = tl.reshape(x, [UNITS] + [2] * LOG_N)
+        for s in tl.static_range(1, LOG_K + 1):
+            h = _bitonic_merge_bits(h, s)
+        for r in tl.static_range(LOG_N - LOG_K):
+            h = tl.max(h, axis=LOG_N - r - LOG_K)
+            h = _bitonic_merge_bits(h, LOG_K)
+        out = tl.reshape(h, [UNITS, 2**LOG_K])
+    return out
 
 
 @triton.jit
@@ -167,6 +169,11 @@ def _log2(n: int) -> int:
     return n.bit_length() - 1
 
 
+def _warps(block: int) -> int:
+    """More warps for the long rows of a merge round (fewer registers per thread)."""
+    return 8 if block >= 2048 else 4
+
+
 def _units_per_program(n_units: int) -> int:
     """1 on a GPU; in the interpreter many units per program (its cost is per operation)."""
     return min(triton.next_power_of_2(n_units), 256) if interpreter_on() else 1
@@ -189,6 +196,7 @@ def block_topk_triton(
         scores, valid, cand, *scores.stride(), s, nb, units, n,
         HEADS=h, BLOCK=block_size, KEEP=keep, UNITS=per, LOG_BLOCK=_log2(block_size),
         LOG_KEEP=_log2(triton.next_power_of_2(keep)), HAS_VALID=valid_len is not None,
+        num_warps=_warps(block_size),
     )  # fmt: skip
     group = max(16, triton.next_power_of_2(2 * k))
     while n > k:
@@ -200,6 +208,7 @@ def block_topk_triton(
         _topk_merge_kernel[(triton.cdiv(units, per),)](
             cand, nxt, n, n_out, groups, units, BLOCK=group, KEEP=k, UNITS=per,
             LOG_BLOCK=_log2(group), LOG_KEEP=_log2(triton.next_power_of_2(k)),
+            num_warps=_warps(group),
         )  # fmt: skip
         cand, n = nxt, n_out
     keys = cand[:, :k]
