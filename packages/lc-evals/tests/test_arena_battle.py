@@ -280,3 +280,17 @@ def test_issue_validates() -> None:
         Issue("x", "/tmp", "d", gold, review_command=("pytest",))
     with pytest.raises(ValueError, match="empty"):
         Issue("x", "/tmp", "d", "not a diff")
+
+
+GUIDE = pathlib.Path(__file__).resolve().parents[3] / "docs" / "packages" / "lc-evals-arena.md"
+
+
+@pytest.mark.skipif(not GUIDE.exists(), reason="the docs tree is not beside this checkout")
+def test_guide_example_prints_what_the_guide_says(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    text = GUIDE.read_text()
+    code = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    expected = re.findall(r"```text\n(.*?)```", text, re.S)[0]
+    exec(compile(code, str(GUIDE), "exec"), {})
+    assert capsys.readouterr().out == expected
