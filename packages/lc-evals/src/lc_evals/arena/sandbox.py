@@ -243,19 +243,20 @@ def _members(root: int, token: bytes | None) -> set[int]:
 
 
 def _kill_all(root: int, token: bytes | None) -> int:
-    """SIGKILL every process of the run until none is left; return how many were seen."""
+    """SIGKILL every process of the run until none is left; return how many there were."""
     seen: set[int] = set()
+    members = _members(root, token)
     for _ in range(200):
+        seen |= members
         with contextlib.suppress(OSError):
             os.killpg(root, signal.SIGKILL)
-        members = _members(root, token)
-        if not members:
-            break
-        seen |= members
         for pid in members:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.005)
+        members = _members(root, token)
+        if not members:
+            break
     return len(seen)
 
 
@@ -438,6 +439,37 @@ def _run(
     return result
 
 
+def _tree_size(root: int) -> int:
+    """Live processes under ``root`` (itself included), from ``/proc/*/task/*/children``.
+
+    The launcher makes the command a child subreaper, so orphans of the run re-parent to
+    it and stay in this tree while it lives. Cheap (proportional to the tree, not to the
+    machine); falls back to a full ``/proc`` scan where ``children`` files are missing.
+    """
+    if not os.path.exists(f"/proc/{root}/task/{root}/children"):
+        return len(_members(root, None))
+    seen = {root}
+    stack = [root]
+    while stack:
+        pid = stack.pop()
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                    kids = f.read().split()
+            except OSError:
+                continue
+            for k in kids:
+                child = int(k)
+                if child not in seen:
+                    seen.add(child)
+                    stack.append(child)
+    return len(seen)
+
+
 def _supervise(
     proc: subprocess.Popen[bytes], limits: SandboxLimits, token: bytes
 ) -> tuple[int | None, int, ContainmentEvent | None]:
@@ -448,7 +480,7 @@ def _supervise(
         rc = proc.poll()
         if rc is not None:
             return rc, peak, None
-        count = len(_members(proc.pid, None))
+        count = _tree_size(proc.pid)
         peak = max(peak, count)
         if count > limits.max_processes:
             killed = _kill_all(proc.pid, token)
