@@ -505,7 +505,7 @@ class VectorStore:
             raise ValueError(
                 f"query vector has {vector.shape[0]} dims, index has {self.embedder.dim}"
             )
-        cols = ["id", "text", *self.metadata_columns]
+        cols = ["id", "text", *self.metadata_columns, "_distance"]
         q = self._table.search(vector).distance_type("cosine").select(cols).limit(k)
         sql = self._where_sql(where)
         if sql:
