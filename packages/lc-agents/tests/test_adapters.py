@@ -1,0 +1,118 @@
+"""LoRA adapters: merged plain-torch weights reproduce the peft model's logits."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from lc_agents.adapters import (
+    AdapterError,
+    adapter_path,
+    available_adapters,
+    load_adapter,
+    merge_adapter,
+    model_fingerprint,
+    save_adapter,
+)
+
+peft = pytest.importorskip("peft")
+
+
+def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(
+        vocab_size=97,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    return LlamaForCausalLM(cfg).eval()
+
+
+def lora(model: LlamaForCausalLM, seed: int = 1, r: int = 4, alpha: float = 8.0):
+    torch.manual_seed(seed)
+    cfg = peft.LoraConfig(
+        r=r,
+        lora_alpha=alpha,
+        target_modules=["q_proj", "v_proj", "o_proj", "gate_proj", "down_proj"],
+        init_lora_weights=False,  # random A and B: the adapter changes the outputs
+        lora_dropout=0.0,
+    )
+    return peft.get_peft_model(model, cfg).eval()
+
+
+def test_merged_logits_equal_peft_logits(tmp_path) -> None:
+    base = tiny_llama()
+    plain = copy.deepcopy(base)
+    peft_model = lora(base)
+    ids = torch.randint(0, 97, (2, 11), generator=torch.Generator().manual_seed(3))
+    save_adapter(peft_model, tmp_path / "ad", description="test", dtype="float32")
+    with torch.no_grad():
+        want = peft_model(input_ids=ids).logits
+        before = plain(input_ids=ids).logits
+        merge_adapter(plain, tmp_path / "ad")
+        got = plain(input_ids=ids).logits
+    assert (want - before).abs().max() > 1e-3  # the adapter really changes the model
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_merge_equals_peft_merge_and_unload_in_float16_storage(tmp_path) -> None:
+    base = tiny_llama()
+    plain = copy.deepcopy(base)
+    peft_model = lora(base, r=2, alpha=5.0)
+    save_adapter(peft_model, tmp_path / "ad", dtype="float16")
+    config, tensors = load_adapter(tmp_path / "ad")
+    assert config["rank"] == 2
+    assert config["alpha"] == 5.0
+    assert all(t.dtype == torch.float16 for t in tensors.values())
+    merged_peft = peft_model.merge_and_unload()
+    merge_adapter(plain, tmp_path / "ad")
+    for (name, w), (name2, w2) in zip(plain.named_parameters(), merged_peft.named_parameters()):
+        assert name == name2
+        # float16 storage of A, B: agreement to float16 precision of the delta
+        torch.testing.assert_close(w, w2, rtol=0, atol=2e-3)
+
+
+def test_fingerprint_mismatch_is_a_clear_error(tmp_path) -> None:
+    save_adapter(lora(tiny_llama(seed=0)), tmp_path / "ad", base_model="tiny-0")
+    other = tiny_llama(seed=5)  # same architecture, other weights
+    assert model_fingerprint(other) != model_fingerprint(tiny_llama(seed=0))
+    with pytest.raises(AdapterError, match="fingerprint"):
+        merge_adapter(other, tmp_path / "ad")
+    # the check can be turned off explicitly
+    merge_adapter(other, tmp_path / "ad", check_fingerprint=False)
+
+
+def test_fingerprint_ignores_float32_vs_bfloat16() -> None:
+    model = tiny_llama()
+    fp = model_fingerprint(model)
+    assert model_fingerprint(copy.deepcopy(model).to(torch.bfloat16)) == fp
+
+
+def test_bad_adapters_are_rejected(tmp_path) -> None:
+    with pytest.raises(AdapterError, match="no adapter"):
+        adapter_path(tmp_path / "missing")
+    save_adapter(lora(tiny_llama()), tmp_path / "ad")
+    cfg = json.loads((tmp_path / "ad" / "adapter.json").read_text())
+    cfg["format"] = "something-else"
+    (tmp_path / "ad" / "adapter.json").write_text(json.dumps(cfg))
+    with pytest.raises(AdapterError, match="format"):
+        load_adapter(tmp_path / "ad")
+    with pytest.raises(AdapterError, match="no LoRA"):
+        save_adapter(tiny_llama(), tmp_path / "none")
+
+
+def test_shipped_adapters_are_well_formed() -> None:
+    for name in available_adapters():
+        config, tensors = load_adapter(name)
+        assert config["base_model"]["fingerprint"]
+        size = sum(t.numel() * t.element_size() for t in tensors.values())
+        assert size <= 10 * 2**20, f"{name} is {size} bytes"
+        assert len(tensors) == 2 * config["modules"]

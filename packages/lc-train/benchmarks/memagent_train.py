@@ -1,0 +1,420 @@
+"""Train the embedded SmolLM2-135M-Instruct into a memory agent: SFT warm start, then DAPO.
+
+Stages (each resumable; results and checkpoints are written as they are produced):
+
+* ``eval``  held-out accuracy of MemAgent (free-text memory updates, ``--chunk`` tokens per
+  chunk) with the weights of a stage (``--weights base|sft|dapo``), plus the lc-agents
+  default (copy-constrained, base weights) with ``--weights copy``; same items and seed
+  for every stage; greedy decoding;
+* ``sft``   LoRA on oracle memory-update and answer turns (lc_train.rl.traces) from
+  training items (seeds disjoint from the evaluation seed);
+* ``dapo``  multi-conversation DAPO from the SFT adapter (lc_train.rl.memagent/trainer):
+  groups of sampled MemAgent episodes, reward on the final answer only, advantage
+  broadcast to all turns, dynamic sampling, clip-higher, token-level loss;
+* ``export`` write the adapter of a stage to lc_agents/adapters/memagent-smollm2/;
+* ``plot``  the JSON results to PNG.
+
+Writes ``docs/benchmarks/lc-train-rl/memagent_train.json`` and ``.png``; checkpoints
+under ``--workdir`` (default ``~/.cache/lc-train/memagent``).
+
+    nice -n 10 uv run python packages/lc-train/benchmarks/memagent_train.py eval --weights base
+    nice -n 10 uv run python packages/lc-train/benchmarks/memagent_train.py sft --steps 40
+    nice -n 10 uv run python packages/lc-train/benchmarks/memagent_train.py eval --weights sft
+    nice -n 10 uv run python packages/lc-train/benchmarks/memagent_train.py dapo --steps 6
+    nice -n 10 uv run python packages/lc-train/benchmarks/memagent_train.py eval --weights dapo
+    uv run python packages/lc-train/benchmarks/memagent_train.py plot
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pathlib
+import random
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+OUT = ROOT / "docs" / "benchmarks" / "lc-train-rl"
+RESULTS = OUT / "memagent_train.json"
+ADAPTER_DIR = (
+    ROOT / "packages" / "lc-agents" / "src" / "lc_agents" / "adapters" / "memagent-smollm2"
+)
+TASKS = {
+    "niah_single": {"haystack": "essay", "value_kind": "number"},
+    "niah_multikey": {"haystack": "essay", "value_kind": "number", "num_distractors": 3},
+    "variable_tracking": {},
+}
+EVAL_SEED = 1000
+LORA = {
+    "r": 8,
+    "lora_alpha": 16,
+    "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+}
+
+
+def load_json(path: pathlib.Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def save_json(path: pathlib.Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(path)
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score 95% interval of a binomial proportion."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
+def agent_config(args, copy: bool = False):
+    from lc_agents.memagent import MemAgentConfig
+
+    if copy:
+        return MemAgentConfig()
+    return MemAgentConfig.plain(chunk_tokens=args.chunk, memory_tokens=args.memory)
+
+
+def items(task: str, n: int, length: int, seed: int, tokenizer) -> list:
+    import lc_evals
+
+    return lc_evals.generate(
+        task, n=n, length=length, seed=seed, tokenizer=tokenizer, **TASKS[task]
+    )
+
+
+def base_model():
+    from lc_agents.models import load_model
+
+    return load_model()
+
+
+def lora_model(model):
+    from peft import LoraConfig, get_peft_model
+
+    return get_peft_model(model, LoraConfig(lora_dropout=0.0, bias="none", **LORA))
+
+
+def ckpt_path(args, stage: str) -> pathlib.Path:
+    return pathlib.Path(args.workdir).expanduser() / f"{stage}.pt"
+
+
+def load_stage(args, stage: str):
+    """(peft model, tokenizer) with the LoRA weights of ``stage`` (base: fresh LoRA = base)."""
+    from lc_train.rl.trainer import load_checkpoint
+
+    model, tok = base_model()
+    model = lora_model(model)
+    if stage != "base":
+        path = ckpt_path(args, stage)
+        if not path.exists():
+            sys.exit(f"no checkpoint for stage {stage!r} at {path}; run that stage first")
+        load_checkpoint(path, model)
+    return model, tok
+
+
+# ----------------------------------------------------------------------------- eval
+def cmd_eval(args) -> None:
+    import torch
+
+    from lc_agents.backends.local import LocalBackend
+    from lc_agents.memagent import MemAgent
+
+    torch.set_num_threads(args.threads)
+    copy = args.weights == "copy"
+    model, tok = load_stage(args, "base" if copy else args.weights)
+    merged = model.merge_and_unload()
+    backend = LocalBackend(merged, tok)
+    agent = MemAgent(backend, agent_config(args, copy=copy))
+    data = load_json(RESULTS)
+    data["machine"] = args.machine
+    data.setdefault("eval", {})
+    from tqdm import tqdm
+
+    import lc_evals
+
+    for length in args.lengths:
+        for task in args.tasks:
+            key = f"{task}/{length}/{args.weights}"
+            row = data["eval"].setdefault(key, {"answers": []})
+            todo = items(task, args.items, length, EVAL_SEED, tok)
+            done = {a["id"] for a in row["answers"]}
+            for item in tqdm(todo, desc=key, file=sys.stderr):
+                if item.id in done:
+                    continue
+                t0 = time.perf_counter()
+                try:
+                    answer = agent.run(item.context, item.question).answer
+                except Exception as exc:  # empty answer: counted wrong
+                    answer = f"<error: {type(exc).__name__}>"
+                ok = lc_evals.score(item, answer) == 1.0
+                row["answers"].append(
+                    {
+                        "id": item.id,
+                        "expected": list(item.answers),
+                        "answer": answer,
+                        "ok": ok,
+                        "seconds": round(time.perf_counter() - t0, 2),
+                    }
+                )
+                summarize(row)
+                save_json(RESULTS, data)
+
+
+def summarize(row: dict) -> None:
+    k = sum(a["ok"] for a in row["answers"])
+    n = len(row["answers"])
+    row.update(n=n, correct=k, accuracy=k / n if n else 0.0, ci95=wilson(k, n))
+    row["seconds_per_item"] = sum(a["seconds"] for a in row["answers"]) / max(n, 1)
+
+
+# ----------------------------------------------------------------------------- sft
+def sft_pool(args, tok) -> list:
+    """Oracle turns of the training items (seeds disjoint from EVAL_SEED)."""
+    from lc_train.rl.traces import oracle_turns
+
+    cfg = agent_config(args)
+    rng = random.Random(args.seed)
+    pool = []
+    per_task = args.train_items
+    for t_index, task in enumerate(args.tasks):
+        for it in items(task, per_task, args.train_length, args.seed + t_index, tok):
+            turns = oracle_turns(it, tok, cfg)
+            if turns is None:
+                continue
+            updates = [t for t in turns if t.kind == "update"]
+            kept = [
+                t
+                for t in updates
+                if t.completion_ids[:-1]
+                != tuple(tok.encode(cfg.keep_word, add_special_tokens=False))
+            ]
+            keeps = [t for t in updates if t not in kept]
+            # every fact-writing update, the answer, and one keep ("none") update per item
+            pool.extend(kept)
+            if keeps:
+                pool.append(rng.choice(keeps))
+            pool.append(turns[-1])
+    rng.shuffle(pool)
+    return pool
+
+
+def cmd_sft(args) -> None:
+    import torch
+    from tqdm import tqdm
+
+    from lc_train.rl.trainer import load_checkpoint, save_checkpoint, sft_step
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    model, tok = load_stage(args, "base")
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr)
+    path = ckpt_path(args, "sft")
+    start = 0
+    if path.exists():
+        start = load_checkpoint(path, model, opt)["step"]
+    pool = sft_pool(args, tok)
+    data = load_json(RESULTS)
+    log = data.setdefault("sft", {"loss": []})
+    log["loss"] = log["loss"][:start]
+    log.update(pool_turns=len(pool), lr=args.lr, batch=args.batch, lora=LORA)
+    bar = tqdm(
+        range(start, args.steps), desc="sft", file=sys.stderr, initial=start, total=args.steps
+    )
+    for step in bar:
+        idx = [(step * args.batch + i) % len(pool) for i in range(args.batch)]
+        stats = sft_step(
+            model, opt, [pool[i] for i in idx], micro_batch=args.micro, pad_id=tok.eos_token_id
+        )
+        log["loss"].append(round(stats["loss"], 4))
+        bar.set_postfix(loss=f"{stats['loss']:.3f}")
+        if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
+            save_checkpoint(path, model, opt, step=step + 1)
+            save_json(RESULTS, data)
+
+
+# ----------------------------------------------------------------------------- dapo
+def cmd_dapo(args) -> None:
+    import torch
+    from tqdm import tqdm
+
+    from lc_train.rl import DAPOConfig
+    from lc_train.rl.memagent import rollout_group
+    from lc_train.rl.trainer import build_turn_batch, dapo_step, load_checkpoint, save_checkpoint
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    path = ckpt_path(args, "dapo")
+    model, tok = load_stage(args, "sft")
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr)
+    start = 0
+    if path.exists():
+        start = load_checkpoint(path, model, opt)["step"]
+    cfg = agent_config(args)
+    dcfg = DAPOConfig(max_length=args.memory, overlong_cache=args.memory // 4)
+    data = load_json(RESULTS)
+    log = data.setdefault("dapo", {"steps": []})
+    log["steps"] = log["steps"][:start]
+    log.update(
+        group_size=args.group, groups=args.groups, lr=args.lr, train_length=args.train_length
+    )
+    bar = tqdm(
+        range(start, args.steps), desc="dapo", file=sys.stderr, initial=start, total=args.steps
+    )
+    for step in bar:
+        # dynamic sampling: draw groups until `groups` informative ones (or a cap) are found
+        groups, drawn, all_rewards = [], 0, []
+        draw = 0
+        while len(groups) < args.groups and drawn < args.groups * args.max_draw:
+            task = args.tasks[(step * 7 + draw) % len(args.tasks)]
+            item = items(task, 1, args.train_length, 10_000 + step * 100 + draw, tok)[0]
+            draw += 1
+            drawn += 1
+            g = rollout_group(
+                model,
+                tok,
+                item,
+                cfg,
+                group_size=args.group,
+                seed=step * 1000 + draw,
+                temperature=args.temperature,
+            )
+            all_rewards.append([e.reward for e in g])
+            if len({e.reward for e in g}) > 1:
+                groups.append(g)
+        entry = {"step": step + 1, "drawn_groups": drawn, "rewards": all_rewards}
+        batch = build_turn_batch(groups) if groups else None
+        if batch is not None:
+            stats = dapo_step(
+                model,
+                opt,
+                batch.turns,
+                batch.advantages,
+                dcfg,
+                micro_batch=args.micro,
+                temperature=args.temperature,
+                pad_id=tok.eos_token_id,
+            )
+            entry.update({k: round(v, 4) for k, v in stats.items()}, turns=len(batch.turns))
+        log["steps"].append(entry)
+        flat = [r for g in all_rewards for r in g]
+        bar.set_postfix(reward=f"{sum(flat) / max(len(flat), 1):.2f}", kept=len(groups))
+        save_checkpoint(path, model, opt, step=step + 1)
+        save_json(RESULTS, data)
+
+
+# ----------------------------------------------------------------------------- export
+def cmd_export(args) -> None:
+    from lc_agents.adapters import save_adapter
+
+    model, _tok = load_stage(args, args.weights)
+    save_adapter(
+        model,
+        ADAPTER_DIR,
+        description=(
+            "MemAgent memory-update/answer LoRA for SmolLM2-135M-Instruct "
+            f"(stage {args.weights}, chunk {args.chunk}, memory {args.memory} tokens)"
+        ),
+        extra={"chunk_tokens": args.chunk, "memory_tokens": args.memory, "stage": args.weights},
+    )
+    print("wrote", ADAPTER_DIR)
+
+
+# ----------------------------------------------------------------------------- plot
+def cmd_plot(args) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = load_json(RESULTS)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    rows = data.get("eval", {})
+    stages = ["copy", "base", "sft", "dapo"]
+    groups = sorted({k.rsplit("/", 1)[0] for k in rows})
+    width = 0.8 / len(stages)
+    for s_i, stage in enumerate(stages):
+        xs, ys, lo, hi = [], [], [], []
+        for g_i, g in enumerate(groups):
+            row = rows.get(f"{g}/{stage}")
+            if not row or not row.get("n"):
+                continue
+            xs.append(g_i + (s_i - 1.5) * width)
+            ys.append(row["accuracy"])
+            lo.append(row["accuracy"] - row["ci95"][0])
+            hi.append(row["ci95"][1] - row["accuracy"])
+        if xs:
+            axes[0].bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=stage)
+    axes[0].set_xticks(range(len(groups)), [g.replace("/", "\n") for g in groups], fontsize=8)
+    axes[0].set_ylabel("accuracy (95% Wilson CI)")
+    axes[0].set_title("held-out MemAgent accuracy")
+    axes[0].legend(fontsize=8)
+    loss = data.get("sft", {}).get("loss", [])
+    axes[1].plot(range(1, len(loss) + 1), loss)
+    axes[1].set_xlabel("SFT step")
+    axes[1].set_ylabel("token NLL")
+    axes[1].set_title("SFT on oracle turns")
+    steps = data.get("dapo", {}).get("steps", [])
+    if steps:
+        mean_r = [
+            sum(sum(g) for g in s["rewards"]) / max(1, sum(len(g) for g in s["rewards"]))
+            for s in steps
+        ]
+        axes[2].plot([s["step"] for s in steps], mean_r, marker="o", label="mean reward")
+        axes[2].plot(
+            [s["step"] for s in steps],
+            [s.get("clip_frac", 0.0) for s in steps],
+            marker="x",
+            label="clip fraction",
+        )
+        axes[2].legend(fontsize=8)
+    axes[2].set_xlabel("DAPO step")
+    axes[2].set_title("DAPO rollouts")
+    fig.tight_layout()
+    fig.savefig(OUT / "memagent_train.png", dpi=120)
+    print("wrote", OUT / "memagent_train.png")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("stage", choices=["eval", "sft", "dapo", "export", "plot"])
+    p.add_argument("--weights", default="base", choices=["base", "sft", "dapo", "copy"])
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    p.add_argument("--lengths", nargs="+", type=int, default=[2048])
+    p.add_argument("--items", type=int, default=6, help="evaluation items per task and length")
+    p.add_argument("--chunk", type=int, default=256)
+    p.add_argument("--memory", type=int, default=96)
+    p.add_argument("--train-length", type=int, default=1024)
+    p.add_argument("--train-items", type=int, default=40, help="SFT items per task")
+    p.add_argument("--steps", type=int, default=24)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--micro", type=int, default=2)
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--save-every", type=int, default=5)
+    p.add_argument("--group", type=int, default=4)
+    p.add_argument("--groups", type=int, default=1)
+    p.add_argument("--max-draw", type=int, default=3)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--workdir", default="~/.cache/lc-train/memagent")
+    p.add_argument("--machine", default="2-core x86_64 CPU (shared)")
+    args = p.parse_args()
+    {"eval": cmd_eval, "sft": cmd_sft, "dapo": cmd_dapo, "export": cmd_export, "plot": cmd_plot}[
+        args.stage
+    ](args)
+
+
+if __name__ == "__main__":
+    main()

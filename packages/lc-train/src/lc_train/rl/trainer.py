@@ -1,0 +1,324 @@
+"""A small multi-conversation DAPO trainer over recorded :class:`~lc_train.rl.memagent.Turn` s.
+
+One optimizer step:
+
+1. groups of episodes (``G`` items x ``S`` samples) -> rewards ``[G, S]``;
+2. dynamic sampling: keep groups whose rewards are not all equal
+   (:func:`~lc_train.rl.dapo.informative_groups`);
+3. group-normalized advantages (:func:`~lc_train.rl.dapo.group_advantages`), broadcast
+   to every turn of each sample (:func:`~lc_train.rl.dapo.broadcast_to_turns`);
+4. clipped (clip-higher) per-token surrogate on each turn's completion tokens, reduced
+   with the token-level mean over ALL completion tokens of all turns in the step
+   (micro-batches accumulate gradients so the sum equals the full-batch token mean).
+
+The same packing and micro-batching serves supervised fine-tuning on oracle turns
+(:func:`sft_step`: token-level cross-entropy on completion tokens).
+
+Example:
+    >>> batch = build_turn_batch(groups)  # doctest: +SKIP
+    >>> if batch is not None:  # doctest: +SKIP
+    ...     stats = dapo_step(model, optimizer, batch.turns, batch.advantages, DAPOConfig())
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from lc_train.rl.dapo import (
+    DAPOConfig,
+    broadcast_to_turns,
+    clipped_token_objective,
+    group_advantages,
+    informative_groups,
+)
+from lc_train.rl.memagent import Episode, Turn
+
+__all__ = [
+    "TurnBatch",
+    "build_turn_batch",
+    "completion_logps",
+    "dapo_step",
+    "load_checkpoint",
+    "pack_turns",
+    "save_checkpoint",
+    "sft_step",
+]
+
+
+@dataclass(frozen=True)
+class TurnBatch:
+    """The turns of one DAPO step with their broadcast advantages.
+
+    Attributes:
+        turns: every turn of every kept sample (sample order, turns in call order).
+        advantages: ``[len(turns)]`` the advantage of each turn's sample.
+        rewards: ``[groups, group_size]`` rewards of all groups before filtering.
+        kept_groups: ``[groups]`` bool, the groups dynamic sampling kept.
+    """
+
+    turns: list[Turn]
+    advantages: torch.Tensor
+    rewards: torch.Tensor
+    kept_groups: torch.Tensor
+
+
+def build_turn_batch(
+    groups: Sequence[Sequence[Episode]], std_eps: float = 1e-6
+) -> TurnBatch | None:
+    """Rewards -> dynamic sampling -> group advantages -> per-turn advantages.
+
+    Args:
+        groups: ``G`` groups of ``S`` episodes each (same item within a group).
+        std_eps: added to the group standard deviation.
+
+    Returns:
+        The :class:`TurnBatch`, or ``None`` when no group is informative (all rewards of
+        every group equal: nothing to learn from; sample more).
+    """
+    if not groups:
+        raise ValueError("need at least one group of episodes")
+    sizes = {len(g) for g in groups}
+    if len(sizes) != 1:
+        raise ValueError(f"all groups must have the same size, got sizes {sorted(sizes)}")
+    rewards = torch.tensor([[e.reward for e in g] for g in groups], dtype=torch.float32)
+    keep = informative_groups(rewards)
+    if not bool(keep.any()):
+        return None
+    adv = group_advantages(rewards[keep], std_eps=std_eps).reshape(-1)
+    kept = [e for g, k in zip(groups, keep.tolist()) if k for e in g]
+    for e in kept:
+        if not e.turns:
+            raise ValueError(f"episode of item {e.item_id!r} has no turns")
+    per_turn = broadcast_to_turns(adv, [len(e.turns) for e in kept])
+    turns = [t for e in kept for t in e.turns]
+    return TurnBatch(turns=turns, advantages=per_turn, rewards=rewards, kept_groups=keep)
+
+
+def pack_turns(
+    turns: Sequence[Turn], pad_id: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-pad turns into one batch.
+
+    Returns:
+        ``input_ids`` ``[N, L]`` (prompt + completion), ``attention_mask`` ``[N, L]``,
+        ``target_mask`` ``[N, L-1]`` (True where position ``t+1`` is a completion token,
+        i.e. aligned with next-token logits), ``old_logps`` ``[N, L-1]`` (the recorded
+        sampling logps at those positions, 0 elsewhere or when not recorded).
+    """
+    if not turns:
+        raise ValueError("need at least one turn")
+    lengths = [len(t.prompt_ids) + len(t.completion_ids) for t in turns]
+    n, width = len(turns), max(lengths)
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    attn = torch.zeros((n, width), dtype=torch.long)
+    target = torch.zeros((n, width - 1), dtype=torch.bool)
+    old = torch.zeros((n, width - 1), dtype=torch.float32)
+    for i, t in enumerate(turns):
+        p, c = len(t.prompt_ids), len(t.completion_ids)
+        ids[i, : p + c] = torch.tensor(t.prompt_ids + t.completion_ids)
+        attn[i, : p + c] = 1
+        target[i, p - 1 : p + c - 1] = True
+        if t.logps is not None and c:
+            old[i, p - 1 : p + c - 1] = torch.tensor(t.logps)
+    return ids, attn, target, old
+
+
+def completion_logps(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
+    """``[N, L-1]`` log-probability of each next token ``input_ids[:, 1:]`` under ``model``.
+
+    ``temperature`` scales the logits as during sampling (> 0).
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    return logp.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+
+
+def _micro_batches(n: int, size: int) -> Iterator[slice]:
+    if size < 1:
+        raise ValueError(f"micro_batch must be >= 1, got {size}")
+    for start in range(0, n, size):
+        yield slice(start, min(n, start + size))
+
+
+def _total_tokens(turns: Sequence[Turn]) -> int:
+    total = sum(len(t.completion_ids) for t in turns)
+    if total == 0:
+        raise ValueError("the turns hold no completion tokens")
+    return total
+
+
+def dapo_step(
+    model: Any,
+    optimizer: torch.optim.Optimizer | None,
+    turns: Sequence[Turn],
+    advantages: torch.Tensor,
+    config: DAPOConfig,
+    *,
+    micro_batch: int = 4,
+    temperature: float = 1.0,
+    max_grad_norm: float | None = 1.0,
+    pad_id: int = 0,
+) -> dict[str, float]:
+    """One DAPO policy-gradient step over recorded turns (token-level loss, clip-higher).
+
+    Turns with recorded ``logps`` use them as the old policy; turns without use the
+    current policy's (detached) logps, i.e. ratio 1 (on-policy). Gradients of the
+    micro-batches accumulate so the total is the gradient of the token-level mean over
+    every completion token of ``turns``.
+
+    Args:
+        model: the policy (trainable parameters require grad).
+        optimizer: stepped once at the end (``None``: only accumulate gradients).
+        turns: the turns of the step.
+        advantages: ``[len(turns)]`` advantage of each turn.
+        config: clip ranges.
+        micro_batch: turns per forward/backward.
+        temperature: the sampling temperature (logits are scaled by it).
+        max_grad_norm: clip the gradient norm (``None``: no clipping).
+        pad_id: padding token id.
+
+    Returns:
+        ``loss`` (token-level mean), ``clip_frac`` (fraction of tokens whose ratio was
+        clipped), ``tokens`` and ``grad_norm``.
+    """
+    if advantages.shape != (len(turns),):
+        raise ValueError(f"advantages must be [{len(turns)}], got {tuple(advantages.shape)}")
+    total = _total_tokens(turns)
+    model.train()
+    loss_sum, clipped, grad_norm = 0.0, 0.0, 0.0
+    for sl in _micro_batches(len(turns), micro_batch):
+        chunk = list(turns[sl])
+        ids, attn, target, old = pack_turns(chunk, pad_id)
+        device = next(model.parameters()).device
+        ids, attn, target, old = ids.to(device), attn.to(device), target.to(device), old.to(device)
+        logp = completion_logps(model, ids, attn, temperature)
+        has_old = torch.tensor([t.logps is not None for t in chunk], device=device)[:, None]
+        old = torch.where(has_old, old, logp.detach())
+        adv = advantages[sl].to(device, torch.float32)[:, None].expand_as(logp)
+        per_token = clipped_token_objective(logp, old, adv, config.eps_low, config.eps_high)
+        loss = (per_token * target).sum() / total
+        if loss.requires_grad:
+            loss.backward()
+        loss_sum += float(loss.detach())
+        ratio = torch.exp(logp.detach() - old)
+        out = (ratio < 1 - config.eps_low) | (ratio > 1 + config.eps_high)
+        clipped += float((out & target).sum())
+    if optimizer is not None:
+        params = [p for p in model.parameters() if p.requires_grad]
+        if max_grad_norm is not None:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return {
+        "loss": loss_sum,
+        "clip_frac": clipped / total,
+        "tokens": float(total),
+        "grad_norm": grad_norm,
+    }
+
+
+def sft_step(
+    model: Any,
+    optimizer: torch.optim.Optimizer | None,
+    turns: Sequence[Turn],
+    *,
+    micro_batch: int = 4,
+    max_grad_norm: float | None = 1.0,
+    pad_id: int = 0,
+) -> dict[str, float]:
+    """One supervised step: token-level mean cross-entropy of the turns' completions.
+
+    Returns:
+        ``loss`` (mean negative log-likelihood per completion token), ``tokens``,
+        ``grad_norm``.
+    """
+    total = _total_tokens(turns)
+    model.train()
+    loss_sum, grad_norm = 0.0, 0.0
+    for sl in _micro_batches(len(turns), micro_batch):
+        ids, attn, target, _ = pack_turns(list(turns[sl]), pad_id)
+        device = next(model.parameters()).device
+        ids, attn, target = ids.to(device), attn.to(device), target.to(device)
+        logp = completion_logps(model, ids, attn)
+        loss = -(logp * target).sum() / total
+        loss.backward()
+        loss_sum += float(loss.detach())
+    if optimizer is not None:
+        params = [p for p in model.parameters() if p.requires_grad]
+        if max_grad_norm is not None:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return {"loss": loss_sum, "tokens": float(total), "grad_norm": grad_norm}
+
+
+def trainable_state(model: Any) -> dict[str, torch.Tensor]:
+    """The parameters that require grad (e.g. the LoRA weights), by name, detached on CPU."""
+    return {n: p.detach().cpu().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def save_checkpoint(
+    path: str | os.PathLike[str],
+    model: Any,
+    optimizer: torch.optim.Optimizer | None,
+    *,
+    step: int,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Write trainable weights, optimizer state, step and ``extra`` to ``path`` atomically.
+
+    The file is written to a temporary name in the same directory and renamed, so an
+    interrupted save never leaves a half-written checkpoint.
+    """
+    target = pathlib.Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "step": int(step),
+        "trainable": trainable_state(model),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "extra": extra or {},
+    }
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}-", dir=target.parent)
+    os.close(fd)
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def load_checkpoint(
+    path: str | os.PathLike[str], model: Any, optimizer: torch.optim.Optimizer | None = None
+) -> dict[str, Any]:
+    """Restore what :func:`save_checkpoint` wrote; returns ``{"step": ..., "extra": ...}``.
+
+    Raises:
+        ValueError: the checkpoint's trainable parameter names differ from the model's.
+    """
+    payload = torch.load(path, map_location="cpu", weights_only=False)
+    named = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    saved = payload["trainable"]
+    if set(saved) != set(named):
+        missing, unexpected = sorted(set(named) - set(saved)), sorted(set(saved) - set(named))
+        raise ValueError(
+            f"checkpoint {str(path)!r} does not match the model's trainable parameters: "
+            f"missing {missing[:3]}, unexpected {unexpected[:3]}"
+        )
+    with torch.no_grad():
+        for n, p in named.items():
+            p.copy_(saved[n].to(p.device, p.dtype))
+    if optimizer is not None and payload.get("optimizer") is not None:
+        optimizer.load_state_dict(payload["optimizer"])
+    return {"step": int(payload["step"]), "extra": payload.get("extra", {})}
