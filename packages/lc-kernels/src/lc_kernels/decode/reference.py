@@ -71,22 +71,21 @@ def block_topk_torch(
     return scores.gather(-1, idx), idx
 
 
-def _expand_kv(x: torch.Tensor, q_heads: int, dtype: torch.dtype) -> torch.Tensor:
-    """``[B, S, HKV, D] -> [B, HQ, S, D]`` (each KV head repeated for its query group)."""
-    g = q_heads // x.shape[2]
-    return x.to(dtype).permute(0, 2, 1, 3).repeat_interleave(g, dim=1)
+def _grouped_kv(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``[B, S, HKV, D] -> [B, HKV, S, D]`` in ``dtype`` (a view when no cast is needed)."""
+    return x.permute(0, 2, 1, 3).to(dtype)
 
 
 def decode_logits_reference(
     q: torch.Tensor, k_cache: torch.Tensor, scale: float, valid_len: torch.Tensor | None = None
 ) -> torch.Tensor:
     """``[B, HQ, S]`` scaled logits ``q . k * scale`` in the accumulation dtype; -inf past
-    ``valid_len``."""
-    b, hq, _ = q.shape
-    s = k_cache.shape[1]
+    ``valid_len``. Query head ``h`` reads KV head ``h // (HQ / HKV)``."""
+    b, hq, d = q.shape
+    s, hkv = k_cache.shape[1], k_cache.shape[2]
     dt = acc_dtype(q.dtype)
-    kx = _expand_kv(k_cache, hq, dt)
-    logits = torch.einsum("bhd,bhsd->bhs", q.to(dt), kx) * scale
+    qg = q.to(dt).view(b, hkv, hq // hkv, d)
+    logits = (qg @ _grouped_kv(k_cache, dt).transpose(-1, -2)).reshape(b, hq, s) * scale
     return logits.masked_fill(~valid_mask(valid_len, b, s, q.device), float("-inf"))
 
 
@@ -101,10 +100,11 @@ def full_decode_attention_reference(
 
     Returns ``[B, HQ, D]`` in ``q.dtype`` (a row with no valid position gives zeros).
     """
+    b, hq, d = q.shape
+    s, hkv = k_cache.shape[1], k_cache.shape[2]
     logits = decode_logits_reference(q, k_cache, scale, valid_len)
-    p = torch.softmax(logits, dim=-1).nan_to_num(0.0)
-    vx = _expand_kv(v_cache, q.shape[1], logits.dtype)
-    return torch.einsum("bhs,bhsd->bhd", p, vx).to(q.dtype)
+    p = torch.softmax(logits, dim=-1).nan_to_num(0.0).view(b, hkv, hq // hkv, s)
+    return (p @ _grouped_kv(v_cache, p.dtype)).reshape(b, hq, d).to(q.dtype)
 
 
 def retrieval_decode_attention_reference(
@@ -138,17 +138,16 @@ def sparse_decode_attention_reference(
     KV head, shared by its query group); ``-1`` slots are ignored and a repeated position
     counts once per occurrence. A head whose slots are all ``-1`` gets zeros.
     """
-    _b, hq, d = q.shape
+    b, hq, _ = q.shape
     hkv = k_cache.shape[2]
     dt = acc_dtype(q.dtype)
     if indices.shape[1] == hkv and hkv != hq:
         indices = indices.repeat_interleave(hq // hkv, dim=1)
     used = indices >= 0
-    safe = indices.clamp_min(0)
-    kx = _expand_kv(k_cache, hq, dt)
-    vx = _expand_kv(v_cache, hq, dt)
-    g = safe.unsqueeze(-1).expand(-1, -1, -1, d)
-    ks, vs = kx.gather(2, g), vx.gather(2, g)
+    safe = indices.clamp_min(0).long()
+    bi = torch.arange(b, device=q.device).view(b, 1, 1)
+    hi = (torch.arange(hq, device=q.device) // (hq // hkv)).view(1, hq, 1)
+    ks, vs = k_cache[bi, safe, hi].to(dt), v_cache[bi, safe, hi].to(dt)  # [B, HQ, K, D]
     logits = torch.einsum("bhd,bhkd->bhk", q.to(dt), ks) * scale
     logits = logits.masked_fill(~used, float("-inf"))
     p = torch.softmax(logits, dim=-1).nan_to_num(0.0)
