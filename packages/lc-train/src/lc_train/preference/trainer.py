@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from accelerate.utils import is_peft_model
@@ -178,7 +178,7 @@ class SoLoPOTrainer(DPOTrainer):
     ``solopo/alignment``, ``solopo/reward_margin`` and ``solopo/short_long_gap``.
     """
 
-    _tag_names = ["trl", "dpo", "solopo"]
+    _tag_names: ClassVar[list[str]] = ["trl", "dpo", "solopo"]
     _name = "SoLoPO"
 
     def __init__(
@@ -206,7 +206,11 @@ class SoLoPOTrainer(DPOTrainer):
                 f"DPOConfig.beta={args.beta} and SoLoPOConfig.beta={solopo.beta} differ; set both "
                 "to the same value"
             )
-        if args.ld_alpha is not None or args.use_weighting or args.f_divergence_type != "reverse_kl":
+        if (
+            args.ld_alpha is not None
+            or args.use_weighting
+            or args.f_divergence_type != "reverse_kl"
+        ):
             raise ValueError(
                 "SoLoPOTrainer supports plain DPO log-ratios only (ld_alpha=None, "
                 "use_weighting=False, f_divergence_type='reverse_kl')"
@@ -252,7 +256,9 @@ class SoLoPOTrainer(DPOTrainer):
                 self.eval_dataset = self._precompute_long_ref(self.eval_dataset)
 
     # ------------------------------------------------------------------ data
-    def _prepare_dataset(self, dataset: Any, processing_class: Any, args: Any, dataset_name: str) -> Any:
+    def _prepare_dataset(
+        self, dataset: Any, processing_class: Any, args: Any, dataset_name: str
+    ) -> Any:
         if "long_prompt_ids" in dataset.column_names:
             return dataset
         if LONG_PROMPT not in dataset.column_names:
@@ -297,7 +303,10 @@ class SoLoPOTrainer(DPOTrainer):
     # --------------------------------------------------------------- log-probs
     @staticmethod
     def _summed_logps(
-        model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_mask: torch.Tensor
+        model: Any,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        completion_mask: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``([rows], [rows])``: summed completion log-probs and completion lengths."""
         labels = input_ids.masked_fill(completion_mask == 0, -100)
@@ -339,7 +348,9 @@ class SoLoPOTrainer(DPOTrainer):
         device = self.accelerator.device
         chosen: list[float] = []
         rejected: list[float] = []
-        collate = SoLoPODataCollator(pad_token_id=self.data_collator.pad_token_id, chosen_only=False)
+        collate = SoLoPODataCollator(
+            pad_token_id=self.data_collator.pad_token_id, chosen_only=False
+        )
         for start in range(0, len(dataset), batch):
             rows = [dataset[i] for i in range(start, min(start + batch, len(dataset)))]
             b = collate(rows)
@@ -369,11 +380,15 @@ class SoLoPOTrainer(DPOTrainer):
             else:
                 ref_long = self._reference_logps(*long)
 
-        def part(lp: torch.Tensor, ln: torch.Tensor, rf: torch.Tensor | None, rows: slice) -> ResponseLogps:
+        def part(
+            lp: torch.Tensor, ln: torch.Tensor, rf: torch.Tensor | None, rows: slice
+        ) -> ResponseLogps:
             return ResponseLogps(lp[rows], ln[rows], None if rf is None else rf[rows])
 
         first, second = slice(0, n), slice(n, 2 * n)
-        long_rejected = None if cfg.chosen_only else part(long_logps, long_lengths, ref_long, second)
+        long_rejected = (
+            None if cfg.chosen_only else part(long_logps, long_lengths, ref_long, second)
+        )
         loss, metrics = solopo_loss(
             cfg,
             part(logps, lengths, ref, first),

@@ -1,0 +1,87 @@
+"""Data-parallel SoLoPO: two gloo processes under torchrun equal one process on the full batch.
+
+Run as a script (``python -m torch.distributed.run --nproc_per_node 2 this_file OUT``),
+this file is the worker: each rank trains one SGD step on half of the batch and rank 0
+saves the LoRA parameters. With SGD (lr 1, no clipping) the parameter change is minus
+the gradient, so equal parameters mean equal gradients.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+HERE = Path(__file__).resolve()
+
+
+def _train(out: Path, per_device_batch: int) -> dict[str, torch.Tensor]:
+    sys.path.insert(0, str(HERE.parent))
+    from datasets import Dataset
+    from test_solopo_trainer import char_tokenizer, dpo_args, lora, lora_state, rows, tiny_llama
+
+    from lc_train.preference import SoLoPOConfig, SoLoPOTrainer
+
+    torch.set_num_threads(1)
+    args = dpo_args(
+        out,
+        per_device_train_batch_size=per_device_batch,
+        learning_rate=1.0,
+        ddp_backend="gloo" if "WORLD_SIZE" in os.environ else None,
+        dataloader_drop_last=True,
+    )
+    trainer = SoLoPOTrainer(
+        tiny_llama(),
+        args=args,
+        solopo=SoLoPOConfig(method="dpo", beta=0.5, alignment_weight=1.0, chosen_only=False),
+        train_dataset=Dataset.from_list(rows(4)),
+        processing_class=char_tokenizer(),
+        peft_config=lora(),
+    )
+    before = lora_state(trainer.model)
+    trainer.train()
+    after = lora_state(trainer.model)
+    return {k: after[k] - before[k] for k in after}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_two_gloo_processes_match_one_process_full_batch(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        "--master_addr=127.0.0.1",
+        f"--master_port={_free_port()}",
+        str(HERE),
+        str(tmp_path / "ddp"),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ddp = torch.load(tmp_path / "ddp" / "delta.pt")
+    single = _train(tmp_path / "single", per_device_batch=4)
+    assert set(ddp) == set(single)
+    assert any(float(v.abs().max()) > 1e-4 for v in single.values())  # a real update
+    for key in single:
+        torch.testing.assert_close(ddp[key], single[key], rtol=1e-4, atol=1e-6)
+
+
+if __name__ == "__main__":
+    import torch.distributed as dist
+
+    out = Path(sys.argv[1])
+    delta = _train(out, per_device_batch=2)
+    if dist.is_initialized() and dist.get_rank() == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        torch.save(delta, out / "delta.pt")
