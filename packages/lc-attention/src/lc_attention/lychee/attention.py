@@ -39,6 +39,11 @@ def _as_mask(x: Sequence[bool] | torch.Tensor, n: int, name: str, device) -> tor
     return m
 
 
+def _acc(x: torch.Tensor) -> torch.Tensor:
+    """Softmax in fp32 for half-precision inputs (fp32 and fp64 stay as they are)."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
 def _full_group(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -51,7 +56,7 @@ def _full_group(
 
     Returns ``(out [B, G, D], indices [B, G, topk] or None)``.
     """
-    logits = torch.matmul(q, k.transpose(-1, -2)).float() * scale  # [B, G, T]
+    logits = _acc(torch.matmul(q, k.transpose(-1, -2))) * scale  # [B, G, T]
     if bias is not None:
         logits = logits + bias[:, None, :]
     idx = torch.topk(logits, topk, dim=-1, sorted=False).indices if topk else None
@@ -75,7 +80,7 @@ def _sparse_gather(
     bi = torch.arange(b, device=q.device).view(b, 1, 1)
     hi = kv_of_head.view(1, -1, 1)
     ks, vs = kh[bi, hi, indices], vh[bi, hi, indices]  # [B, S, K, D]
-    logits = torch.einsum("bsd,bskd->bsk", q, ks).float() * scale
+    logits = _acc(torch.einsum("bsd,bskd->bsk", q, ks)) * scale
     if bias is not None:
         logits = logits + bias.gather(1, indices.flatten(1)).view_as(logits)
     p = torch.softmax(logits, dim=-1).to(vs.dtype)

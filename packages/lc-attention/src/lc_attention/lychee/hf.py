@@ -71,6 +71,13 @@ def _dense_function(module: torch.nn.Module, name: str) -> Callable[..., Any]:
 
 
 def _run_dense(plan: _LayerPlan, module, query, key, value, attention_mask, **kwargs):
+    q_len, k_len = query.shape[2], key.shape[2]
+    if plan.dense_name == "eager" and attention_mask is None and q_len > 1:
+        # SDPA's mask function returns None for plain causal attention (SDPA then uses
+        # is_causal); eager has no such flag and needs the causal mask spelled out
+        rows = torch.arange(k_len - q_len, k_len, device=query.device).view(q_len, 1)
+        cols = torch.arange(k_len, device=query.device).view(1, k_len)
+        attention_mask = (cols <= rows)[None, None]
     if (
         plan.dense_name == "eager"
         and attention_mask is not None

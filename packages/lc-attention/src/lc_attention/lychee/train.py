@@ -15,11 +15,12 @@ retrieval head does at inference. Because prefill is dense at inference too, the
 prefix needs no gradient and is computed once.
 
 The objective is the relative squared error of the final hidden states plus a
-Lagrangian term for the budget ``E[#retrieval] / #heads <= target`` (expected L0 from
-the closed-form ``P(z = 0)``); the multiplier follows projected gradient ascent:
+Lagrangian term for the budget ``E[#retrieval] / #heads = target`` (expected L0 from
+the closed-form ``P(z = 0)``); the multiplier follows gradient ascent (an equality
+constraint, as in L0 structured pruning, so it also pulls back up after overshooting):
 
     L = ||H_s - H_t||^2 / ||H_t||^2 + lam * (E[L0] / N - target),
-    lam <- max(0, lam + eta * (E[L0] / N - target)).
+    lam <- lam + eta * (E[L0] / N - target).
 
 Only the gate parameters are trained; the model's weights are frozen and restored.
 
@@ -64,6 +65,8 @@ class RoleTrainingConfig:
         init_log_b: initial ``log b`` of every gate.
         low: HardKuma stretch ``l``.
         high: HardKuma stretch ``r``.
+        param_bound: ``log a`` and ``log b`` are clipped to ``[-bound, bound]`` after each
+            step, so no gate saturates to a point mass with a vanishing gradient.
         exact_budget: the returned role map keeps exactly
             ``round(target_retrieval * #heads)`` heads, ranked by ``P(z=1) - P(z=0)``;
             otherwise each head's median gate decides.
@@ -79,11 +82,12 @@ class RoleTrainingConfig:
     steps: int = 200
     batch_size: int = 1
     lr: float = 0.05
-    lambda_lr: float = 0.5
-    init_log_a: float = 0.5
+    lambda_lr: float = 1.0
+    init_log_a: float = 0.0
     init_log_b: float = 0.0
     low: float = STRETCH_LOW
     high: float = STRETCH_HIGH
+    param_bound: float = 1.5
     exact_budget: bool = True
     seed: int = 0
 
@@ -94,7 +98,7 @@ class RoleTrainingConfig:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
         if not 0.0 < self.target_retrieval <= 1.0:
             raise ValueError(f"target_retrieval must be in (0, 1], got {self.target_retrieval}")
-        for name in ("lr", "lambda_lr"):
+        for name in ("lr", "lambda_lr", "param_bound"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if not (self.low < 0.0 and self.high > 1.0):
@@ -274,7 +278,8 @@ def train_head_roles(
         num_layers, num_heads, init_log_a=cfg.init_log_a, init_log_b=cfg.init_log_b,
         low=cfg.low, high=cfg.high,
     ).to(device)  # fmt: skip
-    opt = torch.optim.Adam(gates.parameters(), lr=cfg.lr)
+    # a short second-moment memory keeps the step size up when a gate nears saturation
+    opt = torch.optim.Adam(gates.parameters(), lr=cfg.lr, betas=(0.9, 0.9))
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     lam = 0.0
     history: list[dict[str, float]] = []
@@ -325,7 +330,10 @@ def train_head_roles(
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            lam = max(0.0, lam + cfg.lambda_lr * float(gap.detach()))
+            with torch.no_grad():
+                for p in gates.parameters():
+                    p.clamp_(-cfg.param_bound, cfg.param_bound)
+            lam = lam + cfg.lambda_lr * float(gap.detach())
             history.append(
                 {
                     "step": float(step),

@@ -1,0 +1,182 @@
+"""Hybrid decode attention on tensors, and role maps (JSON, fingerprints, bad input)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lc_attention.lychee import LycheeConfig, RoleMap, hybrid_decode_attention
+from lc_attention.lychee._kernels import kernels_available
+from lc_attention.lychee.hf import _publish_plan
+
+torch.set_num_threads(1)
+B, HQ, HKV, T, D = 2, 6, 2, 37, 16
+BACKENDS = ["gather"] + (["kernels"] if kernels_available() else [])
+
+
+def _qkv(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, HQ, D, generator=g, dtype=torch.float64)
+    # Hugging Face layout [B, HKV, T, D], passed as a strided [B, T, HKV, D] view
+    k = torch.randn(B, HKV, T, D, generator=g, dtype=torch.float64)
+    v = torch.randn(B, HKV, T, D, generator=g, dtype=torch.float64)
+    return q, k.transpose(1, 2), v.transpose(1, 2)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, tol: float = 1e-10) -> None:
+    # plain check: torch.testing's first call imports heavy modules (seconds on a busy CPU)
+    assert a.shape == b.shape and float((a - b).abs().max()) <= tol, float((a - b).abs().max())
+
+
+def _attend(q, k, v, keep: torch.Tensor | None = None) -> torch.Tensor:
+    """Reference: per head, softmax over the kept positions (all when ``keep`` is None)."""
+    kx = k.repeat_interleave(HQ // HKV, dim=2)  # [B, T, HQ, D]
+    vx = v.repeat_interleave(HQ // HKV, dim=2)
+    logits = torch.einsum("bhd,bthd->bht", q, kx) * D**-0.5
+    if keep is not None:
+        logits = logits.masked_fill(~keep, float("-inf"))
+    return torch.einsum("bht,bthd->bhd", torch.softmax(logits, -1), vx)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_all_retrieval_is_full_attention_and_publishes_topk(backend: str) -> None:
+    q, k, v = _qkv()
+    out, idx = hybrid_decode_attention(
+        q, k, v, retrieval=[True] * HQ, indices=None, topk=5, backend=backend
+    )
+    _close(out, _attend(q, k, v))
+    logits = torch.einsum("bhd,bthd->bht", q, k.repeat_interleave(3, dim=2))
+    want = logits.topk(5, dim=-1).indices.sort(-1).values
+    assert torch.equal(idx.sort(-1).values, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sparse_heads_attend_only_to_the_given_positions(backend: str) -> None:
+    q, k, v = _qkv(1)
+    retrieval = [True, False, False, True, False, True]
+    g = torch.Generator().manual_seed(5)
+    given = torch.stack([torch.randperm(T, generator=g)[:7] for _ in range(B * HQ)]).view(B, HQ, 7)
+    out, idx = hybrid_decode_attention(
+        q, k, v, retrieval=retrieval, indices=given, topk=7, backend=backend
+    )
+    keep = torch.zeros(B, HQ, T, dtype=torch.bool).scatter_(-1, given, True)
+    ref = _attend(q, k, v, keep)
+    full = _attend(q, k, v)
+    sparse = torch.tensor(retrieval).logical_not()
+    _close(out[:, sparse], ref[:, sparse])
+    _close(out[:, ~sparse], full[:, ~sparse])
+    assert torch.equal(idx[:, sparse], given[:, sparse])  # sparse rows pass through
+    assert not torch.equal(idx[:, ~sparse], given[:, ~sparse])  # retrieval rows refreshed
+
+
+def test_sparse_with_every_position_equals_full_attention() -> None:
+    q, k, v = _qkv(2)
+    every = torch.arange(T).expand(B, HQ, T)
+    out, _ = hybrid_decode_attention(q, k, v, retrieval=[True] + [False] * 5, indices=every, topk=T)
+    _close(out, _attend(q, k, v))
+
+
+def test_publish_flags_limit_which_rows_change() -> None:
+    q, k, v = _qkv(3)
+    given = torch.zeros(B, HQ, 4, dtype=torch.long)
+    publish = [True, False, False, False, False, False]
+    _, idx = hybrid_decode_attention(
+        q,
+        k,
+        v,
+        retrieval=[True, True, False, False, False, False],
+        indices=given,
+        topk=4,
+        publish=publish,
+    )
+    assert not torch.equal(idx[:, 0], given[:, 0])
+    assert torch.equal(idx[:, 1:], given[:, 1:])
+
+
+def test_padding_positions_are_never_attended() -> None:
+    q, k, v = _qkv(4)
+    valid = torch.ones(B, T, dtype=torch.bool)
+    valid[0, :10] = False  # left padding of the first row
+    out, idx = hybrid_decode_attention(
+        q, k, v, retrieval=[True] * HQ, indices=None, topk=8, valid=valid
+    )
+    keep = valid[:, None, :].expand(B, HQ, T)
+    _close(out, _attend(q, k, v, keep))
+    assert (idx[0] >= 10).all()
+
+
+def test_bad_input_raises_clear_errors() -> None:
+    q, k, v = _qkv()
+    full = [True] * HQ
+    with pytest.raises(ValueError, match="topk must be an integer in"):
+        hybrid_decode_attention(q, k, v, retrieval=full, indices=None, topk=T + 1)
+    with pytest.raises(ValueError, match="sparse heads need indices"):
+        hybrid_decode_attention(q, k, v, retrieval=[True] + [False] * 5, indices=None, topk=4)
+    with pytest.raises(ValueError, match="indices must be"):
+        hybrid_decode_attention(
+            q, k, v, retrieval=[True] + [False] * 5, indices=torch.zeros(B, HQ, 3).long(), topk=4
+        )
+    with pytest.raises(ValueError, match="one entry per query head"):
+        hybrid_decode_attention(q, k, v, retrieval=[True] * 5, indices=None, topk=4)
+    with pytest.raises(ValueError, match="expected q"):
+        hybrid_decode_attention(q[:, :, None], k, v, retrieval=full, indices=None, topk=4)
+    with pytest.raises(ValueError, match="does not fit"):
+        hybrid_decode_attention(q[:, :5], k, v, retrieval=full[:5], indices=None, topk=4)
+    with pytest.raises(ValueError, match="publish may only flag retrieval heads"):
+        hybrid_decode_attention(
+            q,
+            k,
+            v,
+            retrieval=[True] + [False] * 5,
+            indices=torch.zeros(B, HQ, 4).long(),
+            topk=4,
+            publish=[True] * HQ,
+        )
+    with pytest.raises(ValueError, match="backend must be one of"):
+        hybrid_decode_attention(q, k, v, retrieval=full, indices=None, topk=4, backend="cuda")
+    with pytest.raises(ValueError, match="topk must be an integer >= 1"):
+        LycheeConfig(topk=0)
+
+
+def test_publish_plan_tracks_the_last_reader_per_head() -> None:
+    r = [[True, True], [False, True], [True, False], [False, False]]
+    assert _publish_plan(r, [True] * 4) == [
+        [True, False],
+        [False, True],
+        [True, False],
+        [False, False],
+    ]
+    # a non-hybrid (sliding) layer in between neither reads nor refreshes
+    assert _publish_plan([[True], [True], [False]], [True, False, True]) == [
+        [True],
+        [False],
+        [False],
+    ]
+
+
+def test_role_map_roundtrip_and_validation(tmp_path) -> None:
+    fp = {
+        "model_type": "llama",
+        "name": "tiny",
+        "num_layers": 2,
+        "num_heads": 3,
+        "num_kv_heads": 1,
+        "head_dim": 8,
+    }
+    rm = RoleMap(((True, True, True), (False, True, False)), fp, {"note": "x"})
+    path = rm.save(tmp_path / "roles.json")
+    back = RoleMap.load(path)
+    assert back == rm and back.fingerprint == fp and back.meta == {"note": "x"}
+    assert back.num_retrieval == 4 and back.retrieval_fraction == pytest.approx(4 / 6)
+    with pytest.raises(ValueError, match=r"retrieval\[0\] must be all True"):
+        RoleMap(((True, False), (True, True)))
+    with pytest.raises(ValueError, match="row 1 has 1 heads"):
+        RoleMap(((True, True), (True,)))
+    with pytest.raises(ValueError, match="fingerprint says"):
+        RoleMap(((True,),), fp)
+    with pytest.raises(ValueError, match="not a LycheeDecode role map"):
+        RoleMap.from_dict({"format": "other"})
+    bad = rm.to_dict()
+    bad["retrieval"][1][0] = 2
+    with pytest.raises(ValueError, match="0 or 1"):
+        RoleMap.from_dict(bad)

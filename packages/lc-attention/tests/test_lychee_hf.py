@@ -1,0 +1,230 @@
+"""LycheeDecode on tiny random Hugging Face models: exactness, generate(), restore, errors,
+and head-role training."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lc_attention.dssa import DSSAConfig
+from lc_attention.hf import enable_dssa
+from lc_attention.lychee import (
+    RoleMap,
+    RoleTrainingConfig,
+    disable_lychee,
+    enable_lychee,
+    is_lychee_enabled,
+    train_head_roles,
+)
+
+torch.set_num_threads(1)
+V = 96
+
+
+def _llama(impl: str = "sdpa", layers: int = 3) -> torch.nn.Module:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=V, hidden_size=96, intermediate_size=128, num_hidden_layers=layers,
+        num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=1024,
+        eos_token_id=None, attn_implementation=impl,
+    )  # fmt: skip
+    return LlamaForCausalLM(cfg).eval()
+
+
+@pytest.fixture(scope="module")
+def llama() -> torch.nn.Module:
+    return _llama()
+
+
+def _ids(n: int = 160, seed: int = 1, batch: int = 1) -> torch.Tensor:
+    return torch.randint(0, V, (batch, n), generator=torch.Generator().manual_seed(seed))
+
+
+def _sparse_roles(model) -> RoleMap:
+    # layer 0 all retrieval; later layers: one retrieval head per KV group
+    return RoleMap.from_model(model, [[True] * 6] + [[True, False, False, True, False, False]] * 2)
+
+
+def _gen(model, ids, n=8, **kw):
+    with torch.no_grad():
+        return model.generate(
+            ids,
+            max_new_tokens=n,
+            do_sample=False,
+            output_scores=True,
+            return_dict_in_generate=True,
+            **kw,
+        )
+
+
+def _max_diff(a, b) -> float:
+    return max(float((x - y).abs().max()) for x, y in zip(a, b, strict=True))
+
+
+def test_all_retrieval_decodes_exactly_like_full_attention(llama) -> None:
+    ids = _ids()
+    ref = _gen(llama, ids)
+    with enable_lychee(llama, RoleMap.from_model(llama), topk=16) as handle_model:
+        assert handle_model is llama and is_lychee_enabled(llama)
+        out = _gen(llama, ids)
+    assert torch.equal(out.sequences, ref.sequences)
+    assert _max_diff(out.scores, ref.scores) < 1e-5
+    assert not is_lychee_enabled(llama)
+
+
+def test_sparse_heads_with_budget_covering_the_context_are_exact(llama) -> None:
+    ids = _ids(100)
+    with torch.no_grad():
+        past = llama(ids[:, :-1], use_cache=True).past_key_values
+        ref = llama(ids[:, -1:], past_key_values=past).logits
+        past = llama(ids[:, :-1], use_cache=True).past_key_values
+        handle = enable_lychee(llama, _sparse_roles(llama), topk=100)  # == context length
+        out = llama(ids[:, -1:], past_key_values=past).logits
+        disable_lychee(llama)
+    assert handle.hybrid_steps == 1  # the sparse path really ran
+    assert float((out - ref).abs().max()) < 1e-5
+
+
+def test_sparse_generate_runs_and_restore_gives_identical_logits(llama) -> None:
+    ids = _ids()
+    with torch.no_grad():
+        before = llama(ids).logits
+    ref = _gen(llama, ids, n=12)
+    handle = enable_lychee(llama, _sparse_roles(llama), topk=4)
+    out = _gen(llama, ids, n=12)
+    assert handle.hybrid_steps == 11  # every decode step after the prefill
+    assert _max_diff(out.scores, ref.scores) > 1e-3  # 4 of ~170 positions: not full attention
+    assert torch.equal(out.scores[0], ref.scores[0])  # prefill stays dense
+    disable_lychee(llama)
+    assert llama.config._attn_implementation == "sdpa"
+    with torch.no_grad():
+        after = llama(ids).logits
+    assert torch.equal(after, before)
+    assert all(not hasattr(m, "lc_lychee") for m in llama.modules())
+
+
+def test_left_padded_batch_matches_full_attention(llama) -> None:
+    ids = _ids(60, batch=2)
+    mask = torch.ones_like(ids)
+    mask[0, :9] = 0  # left padding
+    ref = _gen(llama, ids, attention_mask=mask)
+    with enable_lychee(llama, RoleMap.from_model(llama), topk=8):
+        out = _gen(llama, ids, attention_mask=mask)
+    assert torch.equal(out.sequences, ref.sequences)
+    assert _max_diff(out.scores, ref.scores) < 1e-5
+
+
+def test_eager_model_restores_and_decodes() -> None:
+    model = _llama("eager", layers=2)
+    ids = _ids(50)
+    ref = _gen(model, ids, n=4)
+    with enable_lychee(model, RoleMap.from_model(model), topk=8):
+        out = _gen(model, ids, n=4)
+    assert torch.equal(out.sequences, ref.sequences) and _max_diff(out.scores, ref.scores) < 1e-5
+    assert model.config._attn_implementation == "eager"
+
+
+def test_gemma3_sliding_layers_stay_dense() -> None:
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(0)
+    cfg = Gemma3TextConfig(
+        vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=32,
+        layer_types=["sliding_attention", "full_attention", "full_attention"],
+        max_position_embeddings=1024, eos_token_id=None, attn_implementation="sdpa",
+    )  # fmt: skip
+    model = Gemma3ForCausalLM(cfg).eval()
+    ids = _ids(80)
+    ref = _gen(model, ids, n=6)
+    with enable_lychee(model, RoleMap.from_model(model), topk=8):
+        out = _gen(model, ids, n=6)
+    assert torch.equal(out.sequences, ref.sequences) and _max_diff(out.scores, ref.scores) < 1e-5
+    sparse = RoleMap.from_model(model, [[True] * 4, [True] * 4, [True, False, True, False]])
+    with enable_lychee(model, sparse, topk=4) as _:
+        assert _gen(model, ids, n=3).sequences.shape == (1, 83)
+    # the first full-attention layer must be all retrieval, even when layer 0 is sliding
+    with pytest.raises(ValueError, match="layer 1 is the first hybrid layer"):
+        enable_lychee(
+            model, RoleMap.from_model(model, [[True] * 4, [True, False, True, True], [True] * 4])
+        )
+    assert not is_lychee_enabled(model)
+
+
+def test_bad_input_raises_clear_errors(llama) -> None:
+    other = _llama(layers=2)
+    with pytest.raises(ValueError, match="different model.*num_layers: map 2 vs model 3"):
+        enable_lychee(llama, RoleMap.from_model(other))
+    renamed = RoleMap(
+        ((True,) * 6,) * 3, {**RoleMap.from_model(llama).fingerprint, "name": "SmolLM2"}
+    )
+    llama.config.name_or_path = "tiny-llama"
+    try:
+        with pytest.raises(ValueError, match="name: map 'SmolLM2' vs model 'tiny-llama'"):
+            enable_lychee(llama, renamed)
+        enable_lychee(llama, renamed, strict_name=False)
+        disable_lychee(llama)
+    finally:
+        llama.config.name_or_path = ""
+    with pytest.raises(TypeError, match="RoleMap"):
+        enable_lychee(llama, [[True] * 6] * 3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="topk must be an integer >= 1"):
+        enable_lychee(llama, RoleMap.from_model(llama), topk=0)
+    with enable_lychee(llama, RoleMap.from_model(llama)):
+        with pytest.raises(ValueError, match="already enabled"):
+            enable_lychee(llama, RoleMap.from_model(llama))
+    with enable_dssa(llama, DSSAConfig(dense_len=1000)):
+        with pytest.raises(ValueError, match="DSSA is enabled"):
+            enable_lychee(llama, RoleMap.from_model(llama))
+    with pytest.raises(ValueError, match="not enabled"):
+        disable_lychee(llama)
+
+
+def test_role_training_meets_the_budget_and_leaves_the_model_unchanged(llama) -> None:
+    seqs = _ids(72, seed=3, batch=4)
+    state = {k: v.clone() for k, v in llama.state_dict().items()}
+    cfg = RoleTrainingConfig(topk=8, decode_len=8, target_retrieval=0.5, steps=60, lr=0.1)
+    result = train_head_roles(llama, seqs, cfg, progress=False)
+    rm = result.role_map
+    assert rm.num_retrieval == 9 and all(rm.layer(0))
+    assert rm.fingerprint["num_layers"] == 3
+    hist = result.history
+    assert len(hist) == 60
+    assert hist[-1]["expected_fraction"] < hist[0]["expected_fraction"]  # the constraint bites
+    assert abs(hist[-1]["expected_fraction"] - 0.5) < 0.12
+    assert llama.config._attn_implementation == "sdpa"
+    assert all(torch.equal(v, state[k]) for k, v in llama.state_dict().items())
+    assert all(p.requires_grad for p in llama.parameters())
+    with enable_lychee(llama, rm, topk=8):
+        assert _gen(llama, _ids(), n=3).sequences.shape == (1, 163)
+
+
+def test_role_training_with_gates_pinned_open_has_zero_distillation_loss(llama) -> None:
+    # log a = 6: Kuma samples sit at 1, every stretched gate clips to exactly 1, so the
+    # student is the teacher; a wrong carry/causal mask in the training path would show
+    seqs = _ids(40, seed=4, batch=2)
+    cfg = RoleTrainingConfig(
+        topk=4, decode_len=6, target_retrieval=1.0, steps=2, init_log_a=6.0, lr=1e-6
+    )
+    result = train_head_roles(llama, seqs, cfg, progress=False)
+    assert result.history[0]["distill"] < 1e-10
+
+
+def test_role_training_rejects_bad_input(llama) -> None:
+    with pytest.raises(ValueError, match="prefix must hold topk"):
+        train_head_roles(
+            llama, _ids(20, batch=2), RoleTrainingConfig(topk=16, decode_len=8), progress=False
+        )
+    with pytest.raises(ValueError, match="keeps fewer than the 6 heads"):
+        train_head_roles(
+            llama,
+            _ids(40, batch=2),
+            RoleTrainingConfig(topk=4, target_retrieval=0.2),
+            progress=False,
+        )
+    with pytest.raises(ValueError, match="share one length"):
+        train_head_roles(llama, [torch.arange(40), torch.arange(30)], progress=False)
+    with pytest.raises(ValueError, match="target_retrieval must be in"):
+        RoleTrainingConfig(target_retrieval=0.0)
