@@ -2,16 +2,14 @@
 
 Runs (each on a fresh sandboxed copy of the repository):
 
-=================  =========================================  ===========================
-run                patches applied                            command
-=================  =========================================  ===========================
-``ci_original``    none                                       ``issue.test_command``
-``ci_gold``        gold                                       ``issue.test_command``
-``ci_generated``   submitter's                                ``issue.test_command``
-``review_gold``    gold + reviewer's tests                    ``issue.review_command``
-``review_original`` reviewer's tests                          ``issue.review_command``
-``review_generated`` submitter's + reviewer's tests           ``issue.review_command``
-=================  =========================================  ===========================
+| run | patches applied | command |
+|---|---|---|
+| `ci_original` | none | `issue.test_command` |
+| `ci_gold` | gold | `issue.test_command` |
+| `ci_generated` | submitter's | `issue.test_command` |
+| `review_gold` | gold + reviewer's tests | `issue.review_command` |
+| `review_original` | reviewer's tests | `issue.review_command` |
+| `review_generated` | submitter's + reviewer's tests | `issue.review_command` |
 
 Verdicts (following SwingArena's rules; see :func:`judge`):
 
