@@ -25,7 +25,8 @@ def _qkv(seed: int = 0):
 
 def _close(a: torch.Tensor, b: torch.Tensor, tol: float = 1e-10) -> None:
     # plain check: torch.testing's first call imports heavy modules (seconds on a busy CPU)
-    assert a.shape == b.shape and float((a - b).abs().max()) <= tol, float((a - b).abs().max())
+    assert a.shape == b.shape
+    assert float((a - b).abs().max()) <= tol, float((a - b).abs().max())
 
 
 def _attend(q, k, v, keep: torch.Tensor | None = None) -> torch.Tensor:
@@ -166,8 +167,11 @@ def test_role_map_roundtrip_and_validation(tmp_path) -> None:
     rm = RoleMap(((True, True, True), (False, True, False)), fp, {"note": "x"})
     path = rm.save(tmp_path / "roles.json")
     back = RoleMap.load(path)
-    assert back == rm and back.fingerprint == fp and back.meta == {"note": "x"}
-    assert back.num_retrieval == 4 and back.retrieval_fraction == pytest.approx(4 / 6)
+    assert back == rm
+    assert back.fingerprint == fp
+    assert back.meta == {"note": "x"}
+    assert back.num_retrieval == 4
+    assert back.retrieval_fraction == pytest.approx(4 / 6)
     with pytest.raises(ValueError, match=r"retrieval\[0\] must be all True"):
         RoleMap(((True, False), (True, True)))
     with pytest.raises(ValueError, match="row 1 has 1 heads"):

@@ -25,15 +25,17 @@ def _u(n: int, seed: int) -> torch.Tensor:
     return torch.rand(n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
 
-@pytest.mark.parametrize(("a", "b"), PARAMS + [(0.05, 0.05), (40.0, 40.0)])
+@pytest.mark.parametrize(("a", "b"), [*PARAMS, (0.05, 0.05), (40.0, 40.0)])
 def test_samples_lie_in_unit_interval(a: float, b: float) -> None:
     u = _u(50_000, 0)
     at, bt = torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)
     z = hardkuma_sample(u, at, bt)
     assert torch.isfinite(z).all()
-    assert z.min() >= 0.0 and z.max() <= 1.0
+    assert z.min() >= 0.0
+    assert z.max() <= 1.0
     k = kuma_sample(u, at, bt)
-    assert k.min() >= 0.0 and k.max() <= 1.0
+    assert k.min() >= 0.0
+    assert k.max() <= 1.0
 
 
 def test_uniform_kuma_closed_forms() -> None:
@@ -83,7 +85,8 @@ def test_reparameterized_gradient_matches_the_exact_one(a: float, b: float) -> N
     ga, gb = torch.autograd.grad(z.sum(), (log_a, log_b))
     mc = torch.stack([ga, gb]) / n
     exact = torch.stack(torch.autograd.grad(_mean_by_quadrature(log_a, log_b), (log_a, log_b)))
-    assert torch.isfinite(mc).all() and (mc.abs() > 1e-3).all()
+    assert torch.isfinite(mc).all()
+    assert (mc.abs() > 1e-3).all()
     # per-sample gradients are bounded by a few units here; 200k samples -> se < 0.01
     assert ((mc - exact).abs() <= 0.02 + 0.05 * exact.abs()).all(), (mc, exact)
 
@@ -97,7 +100,8 @@ def test_gates_sample_respect_fixed_heads_and_l0_is_differentiable() -> None:
     l0 = gates.expected_l0()
     assert math.isclose(float(l0.detach()), 4 + 8 * (1 - 0.1 / 1.2), rel_tol=1e-5)
     l0.backward()
-    assert gates.log_a.grad is not None and gates.log_a.grad[1:].abs().min() > 0
+    assert gates.log_a.grad is not None
+    assert gates.log_a.grad[1:].abs().min() > 0
     assert torch.equal(gates.log_a.grad[0], torch.zeros(4))  # fixed heads take no part
 
 
@@ -110,7 +114,9 @@ def test_hard_roles_median_rule_and_exact_budget() -> None:
     assert hard[0].all()
     assert hard[1].tolist() == [True, False, True]
     exact = gates.hard(num_retrieval=4)
-    assert exact.sum() == 4 and exact[0].all() and exact[1].tolist() == [True, False, False]
+    assert exact.sum() == 4
+    assert exact[0].all()
+    assert exact[1].tolist() == [True, False, False]
     with pytest.raises(ValueError, match="num_retrieval"):
         gates.hard(num_retrieval=2)
     with pytest.raises(ValueError, match="stretch"):

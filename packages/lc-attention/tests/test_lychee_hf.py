@@ -67,7 +67,8 @@ def test_all_retrieval_decodes_exactly_like_full_attention(llama) -> None:
     ids = _ids()
     ref = _gen(llama, ids)
     with enable_lychee(llama, RoleMap.from_model(llama), topk=16) as handle_model:
-        assert handle_model is llama and is_lychee_enabled(llama)
+        assert handle_model is llama
+        assert is_lychee_enabled(llama)
         out = _gen(llama, ids)
     assert torch.equal(out.sequences, ref.sequences)
     assert _max_diff(out.scores, ref.scores) < 1e-5
@@ -122,7 +123,8 @@ def test_eager_model_restores_and_decodes() -> None:
     ref = _gen(model, ids, n=4)
     with enable_lychee(model, RoleMap.from_model(model), topk=8):
         out = _gen(model, ids, n=4)
-    assert torch.equal(out.sequences, ref.sequences) and _max_diff(out.scores, ref.scores) < 1e-5
+    assert torch.equal(out.sequences, ref.sequences)
+    assert _max_diff(out.scores, ref.scores) < 1e-5
     assert model.config._attn_implementation == "eager"
 
 
@@ -141,7 +143,8 @@ def test_gemma3_sliding_layers_stay_dense() -> None:
     ref = _gen(model, ids, n=6)
     with enable_lychee(model, RoleMap.from_model(model), topk=8):
         out = _gen(model, ids, n=6)
-    assert torch.equal(out.sequences, ref.sequences) and _max_diff(out.scores, ref.scores) < 1e-5
+    assert torch.equal(out.sequences, ref.sequences)
+    assert _max_diff(out.scores, ref.scores) < 1e-5
     sparse = RoleMap.from_model(model, [[True] * 4, [True] * 4, [True, False, True, False]])
     with enable_lychee(model, sparse, topk=4) as _:
         assert _gen(model, ids, n=3).sequences.shape == (1, 83)
@@ -155,7 +158,7 @@ def test_gemma3_sliding_layers_stay_dense() -> None:
 
 def test_bad_input_raises_clear_errors(llama) -> None:
     other = _llama(layers=2)
-    with pytest.raises(ValueError, match="different model.*num_layers: map 2 vs model 3"):
+    with pytest.raises(ValueError, match=r"different model.*num_layers: map 2 vs model 3"):
         enable_lychee(llama, RoleMap.from_model(other))
     renamed = RoleMap(
         ((True,) * 6,) * 3, {**RoleMap.from_model(llama).fingerprint, "name": "SmolLM2"}
@@ -172,12 +175,16 @@ def test_bad_input_raises_clear_errors(llama) -> None:
         enable_lychee(llama, [[True] * 6] * 3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="topk must be an integer >= 1"):
         enable_lychee(llama, RoleMap.from_model(llama), topk=0)
-    with enable_lychee(llama, RoleMap.from_model(llama)):
-        with pytest.raises(ValueError, match="already enabled"):
-            enable_lychee(llama, RoleMap.from_model(llama))
-    with enable_dssa(llama, DSSAConfig(dense_len=1000)):
-        with pytest.raises(ValueError, match="DSSA is enabled"):
-            enable_lychee(llama, RoleMap.from_model(llama))
+    with (
+        enable_lychee(llama, RoleMap.from_model(llama)),
+        pytest.raises(ValueError, match="already enabled"),
+    ):
+        enable_lychee(llama, RoleMap.from_model(llama))
+    with (
+        enable_dssa(llama, DSSAConfig(dense_len=1000)),
+        pytest.raises(ValueError, match="DSSA is enabled"),
+    ):
+        enable_lychee(llama, RoleMap.from_model(llama))
     with pytest.raises(ValueError, match="not enabled"):
         disable_lychee(llama)
 
@@ -188,7 +195,8 @@ def test_role_training_meets_the_budget_and_leaves_the_model_unchanged(llama) ->
     cfg = RoleTrainingConfig(topk=8, decode_len=8, target_retrieval=0.5, steps=60, lr=0.1)
     result = train_head_roles(llama, seqs, cfg, progress=False)
     rm = result.role_map
-    assert rm.num_retrieval == 9 and all(rm.layer(0))
+    assert rm.num_retrieval == 9
+    assert all(rm.layer(0))
     assert rm.fingerprint["num_layers"] == 3
     hist = result.history
     assert len(hist) == 60

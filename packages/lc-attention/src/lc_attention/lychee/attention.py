@@ -184,6 +184,7 @@ def hybrid_decode_attention(
             continue
         need = bool(pub[heads].any())
         kj, vj = k_cache[:, :, j], v_cache[:, :, j]  # [B, T, D]
+        idx: torch.Tensor | None
         if backend == "kernels":
             o, idx = _kernels.retrieval(
                 q[:, heads],

@@ -175,6 +175,7 @@ class HardKumaGates(nn.Module):
             fixed[0] = True
         if tuple(fixed.shape) != shape or fixed.dtype != torch.bool:
             raise ValueError(f"fixed must be a bool tensor of shape {shape}, got {fixed.shape}")
+        self.fixed: torch.Tensor
         self.register_buffer("fixed", fixed.clone(), persistent=True)
 
     @property

@@ -270,7 +270,7 @@ def train_head_roles(
     mods = sorted(_attention_modules(model), key=lambda m: int(m.layer_idx))  # type: ignore[arg-type]
     if any(getattr(m, "sliding_window", None) for m in mods):
         raise ValueError("role training supports models without sliding-window layers")
-    decoder = model.base_model
+    decoder: torch.nn.Module = model.base_model  # type: ignore[assignment]
     device = next(model.parameters()).device
     seqs = seqs.to(device)
 
@@ -286,13 +286,13 @@ def train_head_roles(
 
     # teacher: dense prefill caches and the final hidden states of the decode rows
     batches = [seqs[i : i + cfg.batch_size] for i in range(0, n_seq, cfg.batch_size)]
-    teacher: list[tuple[Any, list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]] = []
+    teacher: list[tuple[Any, list[Any], torch.Tensor]] = []
     with torch.no_grad():
         for ids in batches:
             cache = DynamicCache()
             hidden = _forward(decoder, ids, cache)[:, prefix:]
             cache.crop(-cfg.decode_len)
-            saved = [(lay.keys, lay.values) for lay in cache.layers]
+            saved = [(lay.keys, lay.values) for lay in cache.layers]  # type: ignore[union-attr]
             teacher.append((cache, saved, hidden.float()))
 
     was_training = model.training

@@ -1,0 +1,141 @@
+"""LycheeDecode vs full attention on SmolLM2-135M-Instruct: NIAH accuracy and next-token
+agreement on held-out long inputs (training-free: the role map comes from
+``lychee_train.py``, learned on other items and a shorter length).
+
+Per item, the prompt is prefilled once (dense, as LycheeDecode does); then from the
+same prefix cache: (1) full attention decodes greedily (reference answer); (2) each
+sparse variant decodes greedily (its NIAH answer); (3) each variant is teacher-forced
+along the reference tokens and its argmax compared with the reference (next-token
+agreement). Variants: the learned role map, and a random role map with the same
+number of retrieval heads per run (ablation). Writes ``quality.json`` / ``quality.png``.
+
+    nice uv run python benchmarks/lychee_quality.py --lengths 4096 7680 --n 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import random
+import sys
+import time
+
+import torch
+from tqdm import tqdm
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from lychee_common import OUT, ROLES, machine, task_ids  # noqa: E402
+
+from lc_attention.lychee import RoleMap, disable_lychee, enable_lychee  # noqa: E402
+
+
+def random_roles(rm: RoleMap, seed: int) -> RoleMap:
+    """Same number of retrieval heads as ``rm`` (layer 0 kept), placed at random."""
+    rng = random.Random(seed)
+    h = rm.num_heads
+    free = [(layer, i) for layer in range(1, rm.num_layers) for i in range(h)]
+    keep = set(rng.sample(free, rm.num_retrieval - h))
+    rows = [[True] * h] + [[(layer, i) in keep for i in range(h)] for layer in range(1, rm.num_layers)]
+    return RoleMap(tuple(tuple(r) for r in rows), rm.fingerprint, {"random_seed": seed})
+
+
+def _decode(model, cache, first: torch.Tensor, steps: int, forced: torch.Tensor | None = None):
+    """Greedy (or teacher-forced along ``forced``) decode; returns the argmax tokens."""
+    tok = first
+    preds = []
+    with torch.no_grad():
+        for i in range(steps):
+            logits = model(tok, past_key_values=cache, use_cache=True).logits[:, -1]
+            pred = logits.argmax(-1, keepdim=True)
+            preds.append(pred)
+            tok = forced[:, i : i + 1] if forced is not None else pred
+    cache.crop(-steps)
+    return torch.cat(preds, dim=1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lengths", type=int, nargs="+", default=[4096, 7680])
+    ap.add_argument("--n", type=int, default=6, help="NIAH items per length")
+    ap.add_argument("--steps", type=int, default=16, help="decode steps per item")
+    ap.add_argument("--topk", type=int, nargs="+", default=[256])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--roles", type=pathlib.Path, default=ROLES)
+    ap.add_argument("--out", type=pathlib.Path, default=OUT / "quality.json")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    from lc_agents.models import load_model
+
+    model, tok = load_model()
+    learned = RoleMap.load(args.roles)
+    variants = {"learned": learned, "random": random_roles(learned, seed=0)}
+    rows = []
+    t_start = time.perf_counter()
+    for length in args.lengths:
+        stats: dict[str, dict[str, float]] = {}
+        for seed in tqdm(range(args.n), desc=f"len {length}"):
+            ids, answers = task_ids(tok, "niah_single", length, seed=5000 + seed)
+            with torch.no_grad():
+                out = model(ids[:, :-1], use_cache=True)
+            cache = out.past_key_values
+            last = ids[:, -1:]
+            ref = _decode(model, cache, last, args.steps)
+            ref_text = tok.decode(ref[0], skip_special_tokens=True)
+            s = stats.setdefault("full", {"hits": 0, "agree": 0.0})
+            s["hits"] += int(answers[0] in ref_text)
+            s["agree"] += 1.0
+            forced = torch.cat([last, ref[:, :-1]], dim=1)[:, 1:]
+            for k in args.topk:
+                for name, rm in variants.items():
+                    key = f"{name}@k{k}"
+                    enable_lychee(model, rm, topk=k)
+                    try:
+                        gen = _decode(model, cache, last, args.steps)
+                        tf = _decode(model, cache, last, args.steps, forced=forced)
+                    finally:
+                        disable_lychee(model)
+                    s = stats.setdefault(key, {"hits": 0, "agree": 0.0})
+                    s["hits"] += int(answers[0] in tok.decode(gen[0], skip_special_tokens=True))
+                    s["agree"] += float((tf == ref).float().mean())
+        row = {"length": length, "tokens": int(ids.shape[1]), "n": args.n}
+        for key, s in stats.items():
+            row[f"acc_{key}"] = s["hits"] / args.n
+            row[f"agree_{key}"] = s["agree"] / args.n
+        rows.append(row)
+        print(row)
+    result = {
+        "model": "SmolLM2-135M-Instruct (embedded GGUF, float32)",
+        "task": "niah_single (lc_evals.generate, held-out seeds), chat template, greedy",
+        "roles": {"file": args.roles.name, "num_retrieval": learned.num_retrieval, "num_heads": learned.num_heads_total},
+        "decode_steps": args.steps,
+        "topk": args.topk,
+        "machine": machine(args.threads),
+        "seconds": round(time.perf_counter() - t_start, 1),
+        "rows": rows,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.2))
+    xs = [r["length"] for r in rows]
+    for key in stats:
+        a1.plot(xs, [r[f"acc_{key}"] for r in rows], "o-", label=key)
+        a2.plot(xs, [r[f"agree_{key}"] for r in rows], "o-", label=key)
+    a1.set_ylabel("NIAH accuracy")
+    a2.set_ylabel("next-token agreement with full")
+    for a in (a1, a2):
+        a.set_xlabel("context length (tokens)")
+        a.set_ylim(-0.05, 1.05)
+    a2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.out.with_suffix(".png"), dpi=120)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
