@@ -116,3 +116,36 @@ def test_shipped_adapters_are_well_formed() -> None:
         size = sum(t.numel() * t.element_size() for t in tensors.values())
         assert size <= 10 * 2**20, f"{name} is {size} bytes"
         assert len(tensors) == 2 * config["modules"]
+
+
+def test_local_backend_merges_an_adapter_on_request(tmp_path) -> None:
+    from lc_agents.backends.local import LocalBackend
+    from lc_agents.models import load_tokenizer
+
+    tok = load_tokenizer()
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
+    base = LlamaForCausalLM(cfg).eval()
+    plain = copy.deepcopy(base)
+    peft_model = lora(copy.deepcopy(base))
+    save_adapter(peft_model, tmp_path / "ad", dtype="float32")
+    ids = torch.tensor([tok.encode("Notes: the value is 7.")])
+    backend = LocalBackend(plain, tok, adapter=tmp_path / "ad")
+    with torch.no_grad():
+        torch.testing.assert_close(
+            backend.model(input_ids=ids).logits,
+            peft_model(input_ids=ids).logits,
+            rtol=1e-4,
+            atol=1e-5,
+        )
+    other = LlamaForCausalLM(cfg).eval()  # fresh random weights: another base model
+    with pytest.raises(AdapterError, match="fingerprint"):
+        LocalBackend(other, tok, adapter=tmp_path / "ad")
+    assert LocalBackend(copy.deepcopy(base), tok).adapter is None

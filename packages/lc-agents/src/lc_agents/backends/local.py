@@ -34,6 +34,12 @@ class LocalBackend:
         tokenizer: tokenizer path or object (default: beside the model).
         max_tokens: default cap on generated tokens per reply.
         device: torch device for the model (default: where it already is).
+        adapter: a LoRA adapter merged into the weights after loading: the name of a
+            shipped adapter (e.g. ``"memagent-smollm2"``, see
+            :func:`lc_agents.adapters.available_adapters`) or an adapter folder. ``None``
+            (default): the plain model. A model object passed in is modified in place.
+            Raises :class:`~lc_agents.adapters.AdapterError` when the adapter was trained
+            on another base model.
 
     Attributes:
         model: the causal LM (eval mode).
@@ -50,12 +56,18 @@ class LocalBackend:
         *,
         max_tokens: int = 256,
         device: str | None = None,
+        adapter: str | os.PathLike[str] | None = None,
     ) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         self.model: Any
         self.tokenizer: Any
         self.model, self.tokenizer = load_model(model, tokenizer)
+        self.adapter = adapter
+        if adapter is not None:
+            from lc_agents.adapters import merge_adapter
+
+            merge_adapter(self.model, adapter)
         if device is not None:
             self.model.to(device)
         if not getattr(self.tokenizer, "chat_template", None):

@@ -126,6 +126,19 @@ class RecordingBackend:
         """The completion ids for ``prompt`` (at most ``max_tokens``) and their logps."""
         raise NotImplementedError
 
+    def chat(self, messages: Sequence[Any], *, max_tokens: int = 256, **_: Any) -> str:
+        """Reply to a conversation (recorded like every other call)."""
+        ids = self.generate_ids(self.prompt_ids(messages), max_tokens=max_tokens)
+        return str(self.tokenizer.decode(ids, skip_special_tokens=True)).strip()
+
+    async def achat(self, messages: Sequence[Any], **options: Any) -> str:
+        """Same as :meth:`chat` (runs inline)."""
+        return self.chat(messages, **options)
+
+    def chat_batch(self, conversations: Sequence[Sequence[Any]], **options: Any) -> list[str]:
+        """:meth:`chat` for each conversation in turn."""
+        return [self.chat(m, **options) for m in conversations]
+
     def generate_ids(
         self,
         prompt: Sequence[int],
