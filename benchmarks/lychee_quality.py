@@ -25,9 +25,9 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from lychee_common import OUT, ROLES, machine, task_ids  # noqa: E402
+from lychee_common import OUT, ROLES, machine, task_ids
 
-from lc_attention.lychee import RoleMap, disable_lychee, enable_lychee  # noqa: E402
+from lc_attention.lychee import RoleMap, disable_lychee, enable_lychee
 
 
 def random_roles(rm: RoleMap, seed: int) -> RoleMap:
@@ -36,7 +36,9 @@ def random_roles(rm: RoleMap, seed: int) -> RoleMap:
     h = rm.num_heads
     free = [(layer, i) for layer in range(1, rm.num_layers) for i in range(h)]
     keep = set(rng.sample(free, rm.num_retrieval - h))
-    rows = [[True] * h] + [[(layer, i) in keep for i in range(h)] for layer in range(1, rm.num_layers)]
+    rows = [[True] * h] + [
+        [(layer, i) in keep for i in range(h)] for layer in range(1, rm.num_layers)
+    ]
     return RoleMap(tuple(tuple(r) for r in rows), rm.fingerprint, {"random_seed": seed})
 
 
@@ -107,7 +109,11 @@ def main() -> None:
     result = {
         "model": "SmolLM2-135M-Instruct (embedded GGUF, float32)",
         "task": "niah_single (lc_evals.generate, held-out seeds), chat template, greedy",
-        "roles": {"file": args.roles.name, "num_retrieval": learned.num_retrieval, "num_heads": learned.num_heads_total},
+        "roles": {
+            "file": args.roles.name,
+            "num_retrieval": learned.num_retrieval,
+            "num_heads": learned.num_heads_total,
+        },
         "decode_steps": args.steps,
         "topk": args.topk,
         "machine": machine(args.threads),

@@ -30,10 +30,10 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from lychee_common import OUT, ROLES, machine  # noqa: E402
+from lychee_common import OUT, ROLES, machine
 
-from lc_attention.lychee import RoleMap, disable_lychee, enable_lychee, hybrid_decode_attention  # noqa: E402
-from lc_attention.lychee.hf import _publish_plan  # noqa: E402
+from lc_attention.lychee import RoleMap, disable_lychee, enable_lychee, hybrid_decode_attention
+from lc_attention.lychee.hf import _publish_plan
 
 
 def _best(fn, reps: int) -> float:
@@ -44,6 +44,69 @@ def _best(fn, reps: int) -> float:
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def _measure(model, rm: RoleMap, t: int, topk: int, reps: int) -> dict[str, float]:
+    """Time one cache length ``t`` (synthetic cache, real weights)."""
+    from transformers import DynamicCache
+
+    cfg = model.config
+    layers, hq, hkv = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads
+    d = cfg.hidden_size // hq
+    roles = [list(r) for r in rm.retrieval]
+    publish = _publish_plan(roles, [True] * layers)
+    tok = torch.tensor([[42]])
+    g = torch.Generator().manual_seed(t)
+    cache = DynamicCache()
+    kv = []
+    for layer in range(layers):
+        k = torch.randn(1, hkv, t, d, generator=g)
+        v = torch.randn(1, hkv, t, d, generator=g)
+        cache.update(k, v, layer)
+        kv.append((k, v))
+    q = torch.randn(1, hq, d, generator=g)
+
+    def step() -> None:
+        with torch.no_grad():
+            model(tok, past_key_values=cache, use_cache=True)
+        cache.crop(-1)
+
+    def append() -> None:
+        for layer in range(layers):
+            cache.update(torch.zeros(1, hkv, 1, d), torch.zeros(1, hkv, 1, d), layer)
+        cache.crop(-1)
+
+    def attn_full() -> None:
+        with torch.no_grad():
+            for k, v in kv:
+                F.scaled_dot_product_attention(q[:, :, None], k, v, enable_gqa=True)
+
+    def attn_lychee() -> None:
+        idx = None
+        with torch.no_grad():
+            for layer, (k, v) in enumerate(kv):
+                _, idx = hybrid_decode_attention(
+                    q, k.transpose(1, 2), v.transpose(1, 2), retrieval=roles[layer],
+                    indices=idx, topk=topk, publish=publish[layer],
+                )  # fmt: skip
+
+    full_step = _best(step, reps)
+    enable_lychee(model, rm, topk=topk)
+    try:
+        lychee_step = _best(step, reps)
+    finally:
+        disable_lychee(model)
+    row = {
+        "length": t,
+        "step_s_full": full_step,
+        "step_s_lychee": lychee_step,
+        "attention_s_full": _best(attn_full, reps),
+        "attention_s_lychee": _best(attn_lychee, reps),
+        "append_s": _best(append, reps),
+    }
+    row["step_speedup"] = row["step_s_full"] / row["step_s_lychee"]
+    row["attention_speedup"] = row["attention_s_full"] / row["attention_s_lychee"]
+    return row
 
 
 def main() -> None:
@@ -57,75 +120,20 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     from lc_agents.models import load_model
-    from transformers import DynamicCache
 
     model, _ = load_model()
     rm = RoleMap.load(args.roles)
-    cfg = model.config
-    layers, hq, hkv = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads
-    d = cfg.hidden_size // hq
-    roles = [list(r) for r in rm.retrieval]
-    publish = _publish_plan(roles, [True] * layers)
-    tok = torch.tensor([[42]])
     rows = []
     for t in args.lengths:
-        g = torch.Generator().manual_seed(t)
-        cache = DynamicCache()
-        kv = []
-        for layer in range(layers):
-            k = torch.randn(1, hkv, t, d, generator=g)
-            v = torch.randn(1, hkv, t, d, generator=g)
-            cache.update(k, v, layer)
-            kv.append((k, v))
-
-        def step() -> None:
-            with torch.no_grad():
-                model(tok, past_key_values=cache, use_cache=True)
-            cache.crop(-1)
-
-        def append() -> None:
-            for layer in range(layers):
-                cache.update(torch.zeros(1, hkv, 1, d), torch.zeros(1, hkv, 1, d), layer)
-            cache.crop(-1)
-
-        q = torch.randn(1, hq, d, generator=g)
-
-        def attn_full() -> None:
-            with torch.no_grad():
-                for k, v in kv:
-                    F.scaled_dot_product_attention(q[:, :, None], k, v, enable_gqa=True)
-
-        def attn_lychee() -> None:
-            idx = None
-            with torch.no_grad():
-                for layer, (k, v) in enumerate(kv):
-                    _, idx = hybrid_decode_attention(
-                        q, k.transpose(1, 2), v.transpose(1, 2), retrieval=roles[layer],
-                        indices=idx, topk=args.topk, publish=publish[layer],
-                    )  # fmt: skip
-
-        full_step = _best(step, args.reps)
-        enable_lychee(model, rm, topk=args.topk)
-        try:
-            lychee_step = _best(step, args.reps)
-        finally:
-            disable_lychee(model)
-        row = {
-            "length": t,
-            "step_s_full": full_step,
-            "step_s_lychee": lychee_step,
-            "attention_s_full": _best(attn_full, args.reps),
-            "attention_s_lychee": _best(attn_lychee, args.reps),
-            "append_s": _best(append, args.reps),
-        }
-        row["step_speedup"] = row["step_s_full"] / row["step_s_lychee"]
-        row["attention_speedup"] = row["attention_s_full"] / row["attention_s_lychee"]
-        rows.append(row)
-        print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()})
-        del cache, kv
+        rows.append(_measure(model, rm, t, args.topk, args.reps))
+        print({k: round(v, 4) if isinstance(v, float) else v for k, v in rows[-1].items()})
     result = {
         "model": "SmolLM2-135M-Instruct (embedded GGUF, float32), synthetic KV cache",
-        "roles": {"file": args.roles.name, "num_retrieval": rm.num_retrieval, "num_heads": rm.num_heads_total},
+        "roles": {
+            "file": args.roles.name,
+            "num_retrieval": rm.num_retrieval,
+            "num_heads": rm.num_heads_total,
+        },
         "topk": args.topk,
         "machine": machine(args.threads),
         "rows": rows,

@@ -21,9 +21,9 @@ import time
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from lychee_common import OUT, ROLES, machine, task_ids  # noqa: E402
+from lychee_common import OUT, ROLES, machine, task_ids
 
-from lc_attention.lychee import RoleTrainingConfig, train_head_roles  # noqa: E402
+from lc_attention.lychee import RoleTrainingConfig, train_head_roles
 
 TASKS = ("niah_single", "niah_multikey", "kv_retrieval", "variable_tracking")
 
@@ -82,7 +82,9 @@ def main() -> None:
         "history": result.history,
     }
     (OUT / "train.json").write_text(json.dumps(summary, indent=1))
-    print(f"{rm.num_retrieval}/{rm.num_heads_total} retrieval heads in {seconds:.0f} s -> {args.out}")
+    print(
+        f"{rm.num_retrieval}/{rm.num_heads_total} retrieval heads in {seconds:.0f} s -> {args.out}"
+    )
 
     import matplotlib
 
