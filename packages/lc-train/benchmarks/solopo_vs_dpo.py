@@ -126,7 +126,9 @@ def make_step_meter(device: str) -> Any:
     return StepMeter()
 
 
-def evaluate(model: Any, tokenizer: Any, items: list[Any], scorer: Any, desc: str) -> dict:
+def evaluate(
+    model: Any, tokenizer: Any, items: list[Any], scorer: Any, desc: str, args: argparse.Namespace
+) -> dict:
     from tqdm import tqdm
 
     from lc_train.preference.sampling import chat_answer
@@ -135,7 +137,14 @@ def evaluate(model: Any, tokenizer: Any, items: list[Any], scorer: Any, desc: st
     correct = 0
     answers = []
     for item in tqdm(items, desc=desc, leave=False):
-        reply = chat_answer(model, tokenizer, item.context, item.question, max_new_tokens=24)
+        reply = chat_answer(
+            model,
+            tokenizer,
+            item.context,
+            item.question,
+            template=args.template,
+            max_new_tokens=args.max_new_tokens,
+        )
         ok = scorer(reply, item.answers) >= 1.0
         correct += int(ok)
         answers.append({"id": item.id, "reply": reply, "correct": ok})
@@ -151,7 +160,14 @@ def build_data(model: Any, tokenizer: Any, args: argparse.Namespace) -> tuple[li
     from lc_train.preference.sampling import chat_sampler
 
     scorer = get_scorer(task_spec(args.task).scorer)
-    sample = chat_sampler(model, tokenizer, temperature=args.temperature, seed=args.seed)
+    sample = chat_sampler(
+        model,
+        tokenizer,
+        template=args.template,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        seed=args.seed,
+    )
     distractors = distractor_paragraphs(args.seed + 1)
 
     def n_tokens(text: str) -> int:
@@ -200,7 +216,7 @@ def train(
 
     from lc_train.preference import SoLoPOConfig, SoLoPOTrainer, pair_records
 
-    rows = pair_records(pairs, chat=True)
+    rows = pair_records(pairs, template=args.template, chat=True)
     if method == "dpo_long":
         rows = [{**r, "prompt": r["long_prompt"]} for r in rows]
     if method != "solopo":
@@ -306,7 +322,13 @@ def main() -> None:
     p.add_argument("--pairs", type=int, default=32)
     p.add_argument("--max-items", type=int, default=160, help="short items to sample at most")
     p.add_argument("--samples", type=int, default=4, help="samples per short item")
-    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--max-new-tokens", type=int, default=16)
+    p.add_argument(
+        "--template",
+        default="{context}\n\n{question} Answer with the number only.",
+        help="user prompt for sampling, training and evaluation",
+    )
     p.add_argument("--steps", type=int, default=24)
     p.add_argument("--batch", type=int, default=2, help="pairs per step")
     p.add_argument("--lr", type=float, default=5e-4)
@@ -351,7 +373,7 @@ def main() -> None:
         },
     }
     result["eval"]["base"] = {
-        n: evaluate(base, tokenizer, items, scorer, f"base @ {n}")
+        n: evaluate(base, tokenizer, items, scorer, f"base @ {n}", args)
         for n, items in eval_items.items()
     }
     print("base", {n: r["accuracy"] for n, r in result["eval"]["base"].items()}, flush=True)
@@ -359,7 +381,7 @@ def main() -> None:
         model, stats = train(method, base, tokenizer, pairs, args)
         result["train"][method] = stats
         result["eval"][method] = {
-            n: evaluate(model, tokenizer, items, scorer, f"{method} @ {n}")
+            n: evaluate(model, tokenizer, items, scorer, f"{method} @ {n}", args)
             for n, items in eval_items.items()
         }
         print(

@@ -65,3 +65,19 @@ def test_build_pairs_keeps_items_with_both_outcomes() -> None:
     assert (pairs[0].chosen, pairs[0].rejected) == ("7", "3")
     assert "The code is 7." in pairs[0].long_context
     assert len(pairs[0].long_context) > 300
+
+
+def test_pair_records_chat_and_text() -> None:
+    from lc_train.preference.data import pair_records
+    from lc_train.preference.trainer import check_solopo_rows
+
+    long = pad_context("The code is 7.", DISTRACTORS, 300, seed=2)
+    pair = PreferencePair("What is the code?", "The code is 7.", long, "7", "3")
+    chat = pair_records([pair])[0]
+    assert chat["prompt"] == [{"role": "user", "content": "The code is 7.\n\nWhat is the code?"}]
+    assert chat["long_prompt"][0]["content"].endswith("\n\nWhat is the code?")
+    assert chat["chosen"] == [{"role": "assistant", "content": "7"}]
+    text = pair_records([pair], chat=False)[0]
+    assert text["prompt"] == "The code is 7.\n\nWhat is the code?\n"
+    assert text["long_prompt"] == long + "\n\nWhat is the code?\n"
+    check_solopo_rows([chat, text])  # both formats validate

@@ -331,3 +331,31 @@ def test_separate_reference_model_is_used(tmp_path: Path) -> None:
             margins.append(0.5 * ((c - rc) - (r - rr)))
     want = float(torch.nn.functional.softplus(-torch.tensor(margins)).mean())
     assert got == pytest.approx(want, rel=1e-4)
+
+
+def test_chat_sampler_is_seeded_and_build_pairs_uses_it() -> None:
+    from lc_train.preference import build_pairs
+    from lc_train.preference.sampling import chat_answer, chat_sampler
+
+    tok, model = char_tokenizer(), tiny_llama()
+    first = chat_sampler(model, tok, max_new_tokens=4, seed=5)("The code is 7.", "Code?", 3)
+    again = chat_sampler(model, tok, max_new_tokens=4, seed=5)("The code is 7.", "Code?", 3)
+    assert first == again
+    assert len(first) == 3
+    greedy = chat_answer(model, tok, "The code is 7.", "Code?", max_new_tokens=4)
+    assert greedy == chat_answer(model, tok, "The code is 7.", "Code?", max_new_tokens=4)
+    # a scorer that accepts exactly the first sample: the pair is (sample 0, a different one)
+    samples = chat_sampler(model, tok, max_new_tokens=4, seed=9)("ctx", "q?", 4)
+    pairs = build_pairs(
+        [("ctx", "q?", [samples[0]])],
+        sample=chat_sampler(model, tok, max_new_tokens=4, seed=9),
+        is_correct=lambda r, answers: r == answers[0],
+        distractors=["Unrelated filler sentence."],
+        long_length=200,
+    )
+    assert len(pairs) == 1
+    assert pairs[0].chosen == samples[0]
+    assert pairs[0].rejected != samples[0]
+    assert "ctx" in pairs[0].long_context
+    with pytest.raises(ValueError, match="temperature"):
+        chat_sampler(model, tok, temperature=0.0)
