@@ -183,6 +183,38 @@ def describe(model: nn.Module) -> dict:
     return {}
 
 
+def plot(results: dict[str, dict], train_len: int, path: Path) -> None:
+    """Accuracy against the length multiplier, one line per model (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    markers = "osD^vP*X"
+    for i, (name, r) in enumerate(results.items()):
+        xs = sorted(int(k) for k in r["accuracy"])
+        ax.plot(
+            [x / train_len for x in xs],
+            [r["accuracy"][str(x)] for x in xs],
+            marker=markers[i % len(markers)],
+            markersize=11 - 1.3 * i,
+            lw=2.6 - 0.3 * i,
+            label=name,
+        )
+    ax.axhline(1 / N_KEYS, color="grey", ls=":", label="chance")
+    ax.axhline(0.9, color="grey", ls="--", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(f"evaluation length / training length ({train_len})")
+    ax.set_ylabel("passkey accuracy")
+    ax.set_ylim(-0.02, 1.04)
+    ax.legend(loc="lower left")
+    ax.set_title("Passkey retrieval beyond the training length")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--train-len", type=int, default=32)
@@ -214,8 +246,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=OUT_DIR)
+    ap.add_argument("--replot", action="store_true", help="redraw the PNG from the JSON in --out")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.replot:
+        saved = json.loads((args.out / "passkey.json").read_text())
+        plot(saved["results"], saved["train_len"], args.out / "passkey.png")
+        return
 
     mults = [int(m) for m in args.mults.split(",")]
     extra = [int(m) for m in args.extra_mults.split(",") if m]
@@ -237,15 +274,15 @@ def main() -> None:
         train_s = time.perf_counter() - t0
         acc: dict[str, float] = {}
         t0 = time.perf_counter()
-        todo = list(mults)
+        todo, more = list(mults), list(extra)
         while todo:
             m = todo.pop(0)
             length = args.train_len * m
             n = args.long_samples if m >= args.long_from else args.samples
             acc[str(length)] = accuracy(model, length, n, 10_000 + length, args.max_tokens)
             print(f"  {name} @ {m}x ({length}): {acc[str(length)]:.3f}", flush=True)
-            if not todo and extra and acc[str(length)] >= 0.9:
-                todo.append(extra.pop(0))
+            if not todo and more and acc[str(length)] >= 0.9:
+                todo.append(more.pop(0))
         eval_s = time.perf_counter() - t0
         results[name] = {
             "accuracy": acc,
@@ -281,30 +318,7 @@ def main() -> None:
     }
     (args.out / "passkey.json").write_text(json.dumps(payload, indent=2))
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    for name, r in results.items():
-        xs = sorted(int(k) for k in r["accuracy"])
-        ax.plot(
-            [x / args.train_len for x in xs],
-            [r["accuracy"][str(x)] for x in xs],
-            marker="o",
-            label=name,
-        )
-    ax.axhline(1 / N_KEYS, color="grey", ls=":", label="chance")
-    ax.axhline(0.9, color="grey", ls="--", lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel(f"evaluation length / training length ({args.train_len})")
-    ax.set_ylabel("passkey accuracy")
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend()
-    ax.set_title("Passkey retrieval beyond the training length")
-    fig.tight_layout()
-    fig.savefig(args.out / "passkey.png", dpi=120)
+    plot(results, args.train_len, args.out / "passkey.png")
     print("wrote", args.out / "passkey.json")
 
 

@@ -66,3 +66,21 @@ def test_model_bad_inputs() -> None:
         _cfg(position="sinusoidal")
     with pytest.raises(ValueError, match="multiple of num_heads"):
         BAMTransformerConfig(vocab_size=20, dim=30, num_heads=4)
+
+
+def test_linear_shape_init_spreads_heads_from_flat_to_laplace() -> None:
+    model = BAMTransformer(_cfg(shape_init="linear", train_scale=False, train_loc=False))
+    prior = model.priors()[0]
+    torch.testing.assert_close(prior.theta_b.detach(), torch.tensor([0.0, 1 / 3, 2 / 3, 1.0]))
+    assert prior.theta_b.requires_grad
+    assert not prior.theta_a.requires_grad
+    assert not prior.theta_m.requires_grad
+    # a shape-0 head has a constant prior: its attention equals NoPE's
+    b = prior(torch.arange(6), torch.arange(6))
+    torch.testing.assert_close(b[0], torch.full((6, 6), -float(prior.scale[0])))
+
+
+@pytest.mark.parametrize("bad", ["cubic", 0.0, -1.0, float("inf")])
+def test_bad_shape_init_is_rejected(bad) -> None:
+    with pytest.raises(ValueError, match="shape_init"):
+        _cfg(shape_init=bad)
