@@ -2,12 +2,20 @@
 
 Exact loss and gradients of a causal LM over sequences far longer than activation memory
 allows: activations are held for one chunk at a time, keys/values and their gradients in
-fixed-size pages.
+fixed-size pages. Optional page-level sparse attention (``page_budget``) trades exactness
+for compute.
 """
 
 from __future__ import annotations
 
+from lc_train.oomb.checks import SUPPORTED_MODEL_TYPES, estimate_kv_bytes
 from lc_train.oomb.config import ChunkRecurrentConfig
 from lc_train.oomb.trainer import ChunkRecurrentResult, chunk_recurrent_backward
 
-__all__ = ["ChunkRecurrentConfig", "ChunkRecurrentResult", "chunk_recurrent_backward"]
+__all__ = [
+    "SUPPORTED_MODEL_TYPES",
+    "ChunkRecurrentConfig",
+    "ChunkRecurrentResult",
+    "chunk_recurrent_backward",
+    "estimate_kv_bytes",
+]

@@ -41,6 +41,11 @@ class ChunkState:
     start: int = 0
     record: bool = False
     recorded: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+    page_budget: int | None = None
+    sink_pages: int = 1
+    local_pages: int = 2
+    summaries: dict[int, torch.Tensor] = field(default_factory=dict)
+    selections: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         pages = -(-self.seq_len // self.layout.page_size)
@@ -60,16 +65,70 @@ class ChunkState:
         """Bytes held by the four page pools."""
         return sum(p.storage.numel() * p.storage.element_size() for p in self.pools.values())
 
-    def past(self, layer: int) -> PagedKV:
+    def past(self, layer: int, query: torch.Tensor | None = None) -> PagedKV:
+        """The paged past of the current chunk for ``layer``: all of it, or with a page
+        budget the pages :meth:`select_pages` keeps (``query [B, H, T, D]`` scores them)."""
+        table, length = self.tables[layer], self.start
+        if self.page_budget is not None and query is not None:
+            chosen = self.select_pages(layer, query)
+            table, length = table[chosen], int(chosen.numel()) * self.layout.page_size
         return PagedKV(
             self.pools["k"].storage,
             self.pools["v"].storage,
-            self.tables[layer],
-            self.start,
+            table,
+            length,
             self.pools["gk"].storage,
             self.pools["gv"].storage,
             block_tokens=self.block_tokens,
         )
+
+    def store_summaries(self, layer: int, key: torch.Tensor) -> None:
+        """Mean-pooled key of every page the chunk ``key [B, H_kv, T, D]`` fills."""
+        b, h, t, d = key.shape
+        page = self.layout.page_size
+        n = -(-t // page)
+        padded = torch.nn.functional.pad(key.detach().float(), (0, 0, 0, n * page - t))
+        sums = padded.view(b, h, n, page, d).sum(3)
+        counts = torch.clamp(t - torch.arange(n, device=key.device) * page, max=page)
+        means = (sums / counts.view(1, 1, n, 1)).permute(2, 0, 1, 3)  # [n, B, H_kv, D]
+        total = -(-self.seq_len // page)
+        if layer not in self.summaries:
+            self.summaries[layer] = torch.zeros(total, b, h, d, device=key.device)
+        first = self.start // page
+        self.summaries[layer][first : first + n] = means
+
+    def select_pages(self, layer: int, query: torch.Tensor) -> torch.Tensor:
+        """Ids (into the layer's page table, ascending) of the past pages this chunk keeps.
+
+        The first ``sink_pages`` and last ``local_pages`` past pages are always kept; the
+        rest of the ``page_budget`` goes to the pages with the largest score
+        ``mean_queries(q) . mean_page(k)``, summed over batch and KV heads (the chunk's
+        queries averaged over tokens and over the query heads of each KV group). The
+        choice is made once per (layer, chunk) in the first pass and reused in the second,
+        so both passes see the same sparse attention.
+        """
+        key = (layer, self.start)
+        if key in self.selections:
+            return self.selections[key]
+        n_past = self.start // self.layout.page_size
+        budget = self.page_budget if self.page_budget is not None else n_past
+        device = self.tables[layer].device
+        if n_past <= budget:
+            chosen = torch.arange(n_past, device=device)
+        else:
+            b, hq, _, d = query.shape
+            hkv = self.layout.kv_heads
+            qbar = query.detach().float().mean(2).view(b, hkv, hq // hkv, d).mean(2)
+            summ = self.summaries[layer][:n_past].to(qbar.device)
+            score = torch.einsum("bhd,pbhd->p", qbar, summ)
+            forced = torch.zeros(n_past, dtype=torch.bool, device=score.device)
+            forced[: self.sink_pages] = True
+            if self.local_pages:
+                forced[n_past - self.local_pages :] = True
+            score = score.masked_fill(forced, float("inf"))
+            chosen = torch.topk(score, budget).indices.sort().values.to(device)
+        self.selections[key] = chosen
+        return chosen
 
 
 def chunk_attention_forward(
@@ -98,10 +157,12 @@ def chunk_attention_forward(
         raise ValueError("attention dropout must be 0 for exact chunk-recurrent gradients")
     layer = cast(int, module.layer_idx)
     q, k, v = query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
-    out = paged_chunk_attention(q, k, v, state.past(layer), scaling)
+    out = paged_chunk_attention(q, k, v, state.past(layer, query), scaling)
     if state.record:
         state.recorded[layer] = (k, v)
     else:
+        if state.page_budget is not None:
+            state.store_summaries(layer, key)
         table = state.tables[layer]
         for role, x in (("k", key), ("v", value)):
             storage = state.pools[role].storage

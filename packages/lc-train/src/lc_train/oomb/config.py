@@ -11,23 +11,38 @@ class ChunkRecurrentConfig:
 
     Attributes:
         chunk_size: tokens per chunk; activation memory scales with this, not with the
-            sequence length (paper default 4096).
+            sequence length (paper default 4096). Must be a multiple of ``page_size`` so
+            every chunk starts on a page boundary.
         page_size: tokens per KV page (paper default 128).
         block_tokens: past tokens attended per block inside a chunk; bounds the
             ``chunk x block`` score matrix (a multiple of ``page_size``).
         offload: keep KV and KV-gradient pages in host memory (pinned when CUDA is present)
             and stream blocks to the device; on a CPU-only machine this changes nothing.
+        page_budget: page-level sparse attention: each chunk attends to at most this many
+            pages of its past (plus itself), chosen per layer by page-summary scores.
+            ``None`` (default) attends to the whole past: exact training. The paper's
+            sparse setting uses 64.
+        sink_pages: with ``page_budget``, the first pages of the sequence always kept.
+        local_pages: with ``page_budget``, the most recent past pages always kept.
+        memory_limit_bytes: refuse to start (``ValueError``) when the paged KV memory
+            would exceed this many bytes; ``None`` uses the memory available where the
+            pages live (host ``MemAvailable`` for CPU/offloaded pages, free CUDA memory
+            otherwise).
     """
 
     chunk_size: int = 4096
     page_size: int = 128
     block_tokens: int = 1024
     offload: bool = False
+    page_budget: int | None = None
+    sink_pages: int = 1
+    local_pages: int = 2
+    memory_limit_bytes: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("chunk_size", "page_size", "block_tokens"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(
                     f"ChunkRecurrentConfig.{name} must be a positive int, got {value!r}"
                 )
@@ -35,4 +50,33 @@ class ChunkRecurrentConfig:
             raise ValueError(
                 f"ChunkRecurrentConfig.block_tokens ({self.block_tokens}) must be a multiple of "
                 f"page_size ({self.page_size})"
+            )
+        if self.chunk_size % self.page_size:
+            raise ValueError(
+                f"ChunkRecurrentConfig.chunk_size ({self.chunk_size}) must be a multiple of "
+                f"page_size ({self.page_size}) so that chunks start on page boundaries"
+            )
+        for name in ("sink_pages", "local_pages"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(
+                    f"ChunkRecurrentConfig.{name} must be a non-negative int, got {value!r}"
+                )
+        if self.page_budget is not None:
+            forced = self.sink_pages + self.local_pages
+            if (
+                not isinstance(self.page_budget, int)
+                or isinstance(self.page_budget, bool)
+                or self.page_budget < max(forced, 1)
+            ):
+                raise ValueError(
+                    f"ChunkRecurrentConfig.page_budget must be None or an int >= "
+                    f"sink_pages + local_pages ({forced}) and >= 1, got {self.page_budget!r}"
+                )
+        if self.memory_limit_bytes is not None and (
+            not isinstance(self.memory_limit_bytes, int) or self.memory_limit_bytes < 1
+        ):
+            raise ValueError(
+                "ChunkRecurrentConfig.memory_limit_bytes must be None or a positive int, "
+                f"got {self.memory_limit_bytes!r}"
             )

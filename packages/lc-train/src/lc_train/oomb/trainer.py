@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from lc_kernels.paged import PageLayout, paged_gather
 from lc_train.oomb.attention import _ACTIVE, ATTN_NAME, ChunkState, register
+from lc_train.oomb.checks import check_run
 from lc_train.oomb.config import ChunkRecurrentConfig
 
 if TYPE_CHECKING:
@@ -38,11 +39,14 @@ class ChunkRecurrentResult:
         loss: mean next-token cross-entropy over all target tokens (a detached scalar).
         num_targets: number of target tokens the mean is taken over.
         kv_bytes: bytes of the paged key/value and key/value-gradient memory.
+        page_selections: with a page budget, ``{(layer, chunk_start): past page ids}`` of
+            the pages each chunk attended to (ascending); ``None`` for exact training.
     """
 
     loss: torch.Tensor
     num_targets: int
     kv_bytes: int
+    page_selections: dict[tuple[int, int], list[int]] | None = None
 
 
 @contextlib.contextmanager
@@ -77,12 +81,23 @@ def chunk_recurrent_backward(
     gradients up to floating-point rounding) with activation memory of one chunk.
 
     Args:
-        model: a transformers causal LM with full causal attention layers (Llama, Qwen2,
-            Mistral without sliding window ...) in training or eval mode, no dropout.
+        model: a transformers causal LM of a family in
+            ``lc_train.oomb.SUPPORTED_MODEL_TYPES`` (Llama, Mistral, Qwen2,
+            Qwen3) with full causal attention layers, in training or eval mode, no dropout.
         input_ids: ``[batch, seq]`` token ids (no padding).
         labels: ``[batch, seq]`` like ``input_ids`` with ``-100`` for ignored positions;
             defaults to ``input_ids`` (standard LM training).
         config: chunk and page sizes.
+
+    With ``config.page_budget`` set, each chunk attends to a budget of its past pages
+    (page-level sparse attention): the loss and gradients are then those of that sparse
+    model, no longer of full attention.
+
+    Raises:
+        ValueError: before any computation, for an unsupported model family or a
+            sliding-window model, a sequence shorter than one chunk, bad shapes, or paged
+            KV memory larger than ``config.memory_limit_bytes`` (default: what is
+            available where the pages live).
 
     Returns:
         The loss (detached), the number of target tokens and the KV memory used.
@@ -101,6 +116,7 @@ def chunk_recurrent_backward(
         raise ValueError(
             f"labels {tuple(labels.shape)} must match input_ids {tuple(input_ids.shape)}"
         )
+    check_run(model, input_ids, config)
     targets = _targets(input_ids, labels)
     num_targets = int((targets != -100).sum())
     if num_targets == 0:
@@ -118,6 +134,9 @@ def chunk_recurrent_backward(
         seq_len=seq_len,
         device=torch.device("cpu") if config.offload else device,
         block_tokens=config.block_tokens,
+        page_budget=config.page_budget,
+        sink_pages=config.sink_pages,
+        local_pages=config.local_pages,
     )
     chunks = [
         (s, min(s + config.chunk_size, seq_len)) for s in range(0, seq_len, config.chunk_size)
@@ -169,4 +188,9 @@ def chunk_recurrent_backward(
                 state.recorded.clear()
     finally:
         _ACTIVE.reset(token)
-    return ChunkRecurrentResult(loss=total, num_targets=num_targets, kv_bytes=state.bytes)
+    selections = None
+    if config.page_budget is not None:
+        selections = {key: ids.tolist() for key, ids in sorted(state.selections.items())}
+    return ChunkRecurrentResult(
+        loss=total, num_targets=num_targets, kv_bytes=state.bytes, page_selections=selections
+    )
