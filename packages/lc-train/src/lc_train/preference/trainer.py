@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from accelerate.utils import is_peft_model
@@ -178,7 +178,7 @@ class SoLoPOTrainer(DPOTrainer):
     ``solopo/alignment``, ``solopo/reward_margin`` and ``solopo/short_long_gap``.
     """
 
-    _tag_names: ClassVar[list[str]] = ["trl", "dpo", "solopo"]
+    _tag_names = ["trl", "dpo", "solopo"]  # noqa: RUF012 (TRL declares it an instance attribute)
     _name = "SoLoPO"
 
     def __init__(
@@ -244,6 +244,7 @@ class SoLoPOTrainer(DPOTrainer):
         )
         base = self.data_collator
         assert isinstance(base, DataCollatorForPreference)
+        self._pad_token_id = base.pad_token_id
         self.data_collator = SoLoPODataCollator(
             pad_token_id=base.pad_token_id,
             max_length=None,  # lengths were checked in _prepare_dataset; never cut a response
@@ -326,16 +327,18 @@ class SoLoPOTrainer(DPOTrainer):
     ) -> torch.Tensor:
         """Reference log-probs: the ref model, or the PEFT base with adapters disabled."""
         context: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
-        model = self.ref_model
+        policy: Any = self.model
+        checkpointing: Any = self.args.gradient_checkpointing_kwargs
+        model: Any = self.ref_model
         if model is None:
-            model = self.model
-            if is_peft_model(self.model):
+            model = policy
+            if is_peft_model(policy):
                 unwrapped = self.accelerator.unwrap_model(self.model)
                 name = "ref" if "ref" in unwrapped.peft_config else None
                 context = use_adapter(unwrapped, adapter_name=name)
         with (
             torch.no_grad(),
-            disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs),
+            disable_gradient_checkpointing(policy, checkpointing),
             context,
         ):
             return self._summed_logps(model, input_ids, attention_mask, completion_mask)[0]
@@ -344,13 +347,12 @@ class SoLoPOTrainer(DPOTrainer):
         """Add ``ref_long_*_logps`` columns, computed once before training."""
         if _REF_LONG[0] in dataset.column_names:
             return dataset
-        batch = self.args.precompute_ref_batch_size or self.args.per_device_train_batch_size
+        args: Any = self.args
+        batch = args.precompute_ref_batch_size or args.per_device_train_batch_size
         device = self.accelerator.device
         chosen: list[float] = []
         rejected: list[float] = []
-        collate = SoLoPODataCollator(
-            pad_token_id=self.data_collator.pad_token_id, chosen_only=False
-        )
+        collate = SoLoPODataCollator(pad_token_id=self._pad_token_id, chosen_only=False)
         for start in range(0, len(dataset), batch):
             rows = [dataset[i] for i in range(start, min(start + batch, len(dataset)))]
             b = collate(rows)
@@ -361,7 +363,8 @@ class SoLoPOTrainer(DPOTrainer):
 
     # -------------------------------------------------------------------- loss
     def _compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool) -> Any:
-        mode = "train" if self.model.training else "eval"
+        policy: Any = self.model
+        mode = "train" if policy.training else "eval"
         cfg = self.solopo
         short = (inputs["input_ids"], inputs["attention_mask"], inputs["completion_mask"])
         long = tuple(inputs[k] for k in _LONG_KEYS)
