@@ -199,7 +199,8 @@ def run_battle(
         issue: the task.
         submitter: chat model that writes the patch.
         reviewer: chat model that writes the tests (it sees the submitter's patch).
-        submitter_name, reviewer_name: names in the record and on the leaderboard.
+        submitter_name: the submitter's name in the record and on the leaderboard.
+        reviewer_name: the reviewer's name in the record and on the leaderboard.
         retriever: ``query -> snippets`` for the prompts (default: whole small files).
         config: battle settings.
         baseline: ``ci_original``/``ci_gold`` runs already made for this issue.

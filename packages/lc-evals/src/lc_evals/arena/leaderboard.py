@@ -15,9 +15,12 @@ class Standing:
         model: the model's name.
         elo: Elo rating (start 1000; a draw counts half a win).
         battles: battles played in either role.
-        submitter_battles, submitter_wins: as submitter.
-        reviewer_battles, reviewer_wins: as reviewer.
-        submitter_score, reviewer_score: sums of the per-battle scores (+1/0/-1).
+        submitter_battles: battles played as submitter.
+        submitter_wins: battles won as submitter.
+        reviewer_battles: battles played as reviewer.
+        reviewer_wins: battles won as reviewer.
+        submitter_score: sum of the per-battle submitter scores (+1/0/-1).
+        reviewer_score: sum of the per-battle reviewer scores (+1/0/-1).
         valid_patches: submissions that applied and kept CI green.
         valid_tests: test suites that passed on the gold patch.
         discriminative_tests: valid test suites that failed on the original code.

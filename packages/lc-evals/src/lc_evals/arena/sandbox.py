@@ -130,7 +130,8 @@ class RunResult:
     Attributes:
         returncode: the command's exit status (negative: killed by that signal);
             ``None`` if it never ran (patch rejected).
-        stdout, stderr: the last 8000 characters of each.
+        stdout: the last 8000 characters of the standard output.
+        stderr: the last 8000 characters of the standard error.
         duration_s: wall-clock seconds.
         events: containment events, in the order found.
         layers: confinement layers that were in force.
