@@ -158,7 +158,8 @@ def pair_records(
 
     Example:
         >>> pair = PreferencePair("Code?", "The code is 7.", "Noise.\\n\\nThe code is 7.", "7", "3")
-        >>> pair_records([pair], chat=False)[0]["long_prompt"]
+        >>> rows = pair_records([pair], chat=False)
+        >>> rows[0].get("long_prompt")
         'Noise.\\n\\nThe code is 7.\\n\\nCode?\\n'
     """
     rows: list[dict[str, object]] = []

@@ -172,7 +172,9 @@ class SoLoPOTrainer(DPOTrainer):
             (strings or chat-message lists); see :func:`check_solopo_rows`.
         eval_dataset: the same, optional.
         processing_class: tokenizer.
-        callbacks, optimizers, peft_config: as for ``DPOTrainer``.
+        callbacks: as for ``DPOTrainer``.
+        optimizers: as for ``DPOTrainer``.
+        peft_config: a peft config (e.g. ``LoraConfig``), as for ``DPOTrainer``.
 
     Metrics logged (besides TRL's ``loss``): ``solopo/preference``,
     ``solopo/alignment``, ``solopo/reward_margin`` and ``solopo/short_long_gap``.
