@@ -64,6 +64,8 @@ def main() -> None:
     ap.add_argument("--topk", type=int, nargs="+", default=[256])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--roles", type=pathlib.Path, default=ROLES)
+    ap.add_argument("--name", default="learned", help="label of the --roles variant")
+    ap.add_argument("--no-ablation", action="store_true", help="skip the random-roles variant")
     ap.add_argument("--out", type=pathlib.Path, default=OUT / "quality.json")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -71,7 +73,9 @@ def main() -> None:
 
     model, tok = load_model()
     learned = RoleMap.load(args.roles)
-    variants = {"learned": learned, "random": random_roles(learned, seed=0)}
+    variants = {args.name: learned}
+    if not args.no_ablation:
+        variants["random"] = random_roles(learned, seed=0)
     rows = []
     t_start = time.perf_counter()
     for length in args.lengths:
