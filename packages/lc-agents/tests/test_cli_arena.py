@@ -63,8 +63,10 @@ def test_scripted_battle_records_json_and_resumes(task, tmp_path: pathlib.Path) 
     out = tmp_path / "results"
     args = ["arena", "--repo", str(repo), "--issue", str(issue), "--out", str(out)]
     args += ["--scripted-submitter", str(sub), "--scripted-reviewer", str(rev), *LIMITS]
+    args += ["--retriever", "racg", "--rerank", "bm25"]  # the real RACG pipeline, no embedder
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
+    assert "RACG code retriever (bm25 rerank" in r.output
     assert "parity-1|scripted|scripted|0 (played): winner submitter" in r.output
     records = [json.loads(x) for x in (out / "battles.jsonl").read_text().splitlines()]
     assert len(records) == 1
@@ -84,13 +86,14 @@ def test_local_backend_battle_runs_end_to_end(task, tmp_path: pathlib.Path, tiny
     out = tmp_path / "results"
     args = ["arena", "--repo", str(repo), "--issue", str(issue), "--out", str(out)]
     args += ["--model", str(tiny_model_dir), "--name", "tiny", "--max-tokens", "8", *LIMITS]
+    args += ["--retriever", "files"]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     rec = json.loads((out / "battles.jsonl").read_text())
     assert rec["submitter"] == rec["reviewer"] == "tiny"
     assert rec["verdict"]["patch_valid"] is False  # a random model writes no usable diff
     assert rec["verdict"]["winner"] == "draw"
-    assert "whole small files" in r.output
+    assert "whole small files (no ranking)" in r.output
 
 
 def test_bad_issue_file_is_a_clear_error(task, tmp_path: pathlib.Path) -> None:

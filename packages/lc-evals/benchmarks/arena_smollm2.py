@@ -7,7 +7,8 @@ a subprocess; lc-evals itself imports no model code):
 * ``oracle``: scripted replies, the gold patch and a careful test file, as a check that
   the pipeline can award a win when the outputs are right.
 
-Run:  uv run python packages/lc-evals/benchmarks/arena_smollm2.py
+Run:  OMP_NUM_THREADS=1 uv run python packages/lc-evals/benchmarks/arena_smollm2.py [oracle] [smollm2]
+(no names: both; one thread avoids spinning torch threads on a busy machine)
 Writes docs/benchmarks/lc-evals-arena/{smollm2_battle.json, oracle_battle.json,
 summary.json}.
 """
@@ -44,11 +45,14 @@ def _arena(task: pathlib.Path, out: pathlib.Path, *extra: str) -> tuple[dict, fl
 
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
+    only = set(sys.argv[1:]) or {"oracle", "smollm2"}
+    old = OUT / "summary.json"
+    previous = json.loads(old.read_text()).get("runs", {}) if old.exists() else {}
     summary: dict = {
         "machine": f"2-core CPU ({platform.machine()}), shared",
         "python": platform.python_version(),
         "task": "mathx-clamp-upper (arena_task.py)",
-        "runs": {},
+        "runs": {k: v for k, v in previous.items() if k not in only},
     }
     with tempfile.TemporaryDirectory() as tmp:
         task = pathlib.Path(tmp)
@@ -62,6 +66,8 @@ def main() -> None:
             "smollm2": ("--max-tokens", "384", "--retriever", "auto"),
         }
         for name, extra in runs.items():
+            if name not in only:
+                continue
             record, seconds, log = _arena(task, task / f"results-{name}", *extra)
             (OUT / f"{name}_battle.json").write_text(json.dumps(record, indent=2) + "\n")
             v = record["verdict"]

@@ -231,22 +231,39 @@ def serve(
     uvicorn.run(app_, host=host, port=port, log_level="warning")
 
 
-def _arena_retriever(repo: pathlib.Path, kind: str) -> tuple[Any, str]:
+def _arena_retriever(
+    repo: pathlib.Path, kind: str, rerank: str, budget_tokens: int
+) -> tuple[Any, str]:
     """The context retriever of ``lc-agents arena`` and a note saying which it is."""
+    import importlib.util
+
     from lc_evals.arena import whole_file_context
 
     if kind in ("auto", "racg"):
-        try:
-            from lc_agents.code import make_retriever  # type: ignore[attr-defined]
-        except ImportError:
-            if kind == "racg":
-                raise typer.BadParameter(
-                    "the RACG code retriever (lc_agents.code.make_retriever) is not available",
-                    param_hint="--retriever",
-                ) from None
-        else:
-            return make_retriever(repo), "RACG code retriever"
-    return whole_file_context(repo), "whole small files (no ranking; RACG retriever not used)"
+        needed = ["tree_sitter", "bm25s"] + (["sentence_transformers"] if rerank == "dense" else [])
+        missing = [m for m in needed if importlib.util.find_spec(m) is None]
+        if not missing:
+            from lc_agents.code import RACGConfig, racg_retriever
+            from lc_agents.retrieval.errors import EmptyIndexError
+
+            try:
+                retrieve = racg_retriever(
+                    repo, budget_tokens=budget_tokens, config=RACGConfig(rerank=rerank)
+                )
+            except EmptyIndexError as exc:
+                missing = [str(exc)]
+            else:
+                note = f"RACG code retriever ({rerank} rerank, {budget_tokens}-token budget)"
+                return retrieve, note
+        if kind == "racg":
+            raise typer.BadParameter(
+                f"the RACG code retriever cannot run: {', '.join(missing)} "
+                "(install lc-agents[retrieval])",
+                param_hint="--retriever",
+            )
+        reason = ", ".join(missing)
+        return whole_file_context(repo), f"whole small files (RACG unavailable: {reason})"
+    return whole_file_context(repo), "whole small files (no ranking)"
 
 
 def _scripted_arena_model(submitter_file: pathlib.Path, reviewer_file: pathlib.Path) -> Any:
@@ -293,6 +310,9 @@ def arena(
     retriever: Annotated[
         str, typer.Option(help="Context: auto (RACG if available), racg, or files.")
     ] = "auto",
+    rerank: Annotated[
+        str, typer.Option(help="RACG chunk rerank: dense (MiniLM), bm25 or none.")
+    ] = "dense",
     rounds: Annotated[int, typer.Option(min=1, help="Battles per pairing.")] = 1,
     max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per model reply.")] = 512,
     context_chars: Annotated[
@@ -329,6 +349,8 @@ def arena(
 
     if retriever not in ("auto", "racg", "files"):
         raise typer.BadParameter("use auto, racg or files", param_hint="--retriever")
+    if rerank not in ("dense", "bm25", "none"):
+        raise typer.BadParameter("use dense, bm25 or none", param_hint="--rerank")
     if (scripted_submitter is None) != (scripted_reviewer is None):
         raise typer.BadParameter(
             "give both --scripted-submitter and --scripted-reviewer", param_hint="--scripted-*"
@@ -337,9 +359,8 @@ def arena(
         task = load_issue(issue, repo=repo)
     except (ValueError, OSError, PatchError) as exc:
         raise _fail(f"{issue}: {exc}") from None
-    retrieve, note = _arena_retriever(
-        repo.resolve(), "files" if retriever == "files" else retriever
-    )
+    # about four characters of code per token
+    retrieve, note = _arena_retriever(repo.resolve(), retriever, rerank, context_chars // 4)
     if scripted_submitter is not None and scripted_reviewer is not None:
         chat_model = _scripted_arena_model(scripted_submitter, scripted_reviewer)
         label = name or "scripted"
