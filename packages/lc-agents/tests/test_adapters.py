@@ -109,12 +109,12 @@ def test_bad_adapters_are_rejected(tmp_path) -> None:
         save_adapter(tiny_llama(), tmp_path / "none")
 
 
-def test_shipped_adapters_are_well_formed() -> None:
-    for name in available_adapters():
+def test_unknown_adapter_name_lists_the_shipped_ones() -> None:
+    with pytest.raises(AdapterError, match=r"not a shipped adapter \("):
+        merge_adapter(tiny_llama(), "no-such-adapter")
+    for name in available_adapters():  # every shipped adapter loads and is small
         config, tensors = load_adapter(name)
-        assert config["base_model"]["fingerprint"]
-        size = sum(t.numel() * t.element_size() for t in tensors.values())
-        assert size <= 10 * 2**20, f"{name} is {size} bytes"
+        assert sum(t.numel() * t.element_size() for t in tensors.values()) <= 10 * 2**20
         assert len(tensors) == 2 * config["modules"]
 
 

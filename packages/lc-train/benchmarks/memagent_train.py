@@ -426,7 +426,7 @@ def main() -> None:
     p.add_argument("--max-draw", type=int, default=3)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--workdir", default="~/.cache/lc-train/memagent")
     p.add_argument("--machine", default="2-core x86_64 CPU (shared)")
     args = p.parse_args()
