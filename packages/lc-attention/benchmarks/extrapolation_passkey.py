@@ -24,7 +24,7 @@ path beyond 1024 keys and HSA processes queries in blocks, so memory stays linea
 length.
 
 Run: ``nice uv run python packages/lc-attention/benchmarks/extrapolation_passkey.py``
-(about 20 minutes on a shared 2-core CPU with the defaults).
+(about 35 minutes on a heavily shared 2-core CPU with the defaults).
 """
 
 from __future__ import annotations
