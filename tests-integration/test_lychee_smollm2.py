@@ -10,7 +10,10 @@ import torch
 from lc_attention.lychee import RoleMap, enable_lychee, is_lychee_enabled
 
 pytestmark = pytest.mark.model
-ROLES = pathlib.Path(__file__).resolve().parents[1] / "docs/benchmarks/lc-attention-lychee/smollm2_roles.json"
+ROLES = (
+    pathlib.Path(__file__).resolve().parents[1]
+    / "docs/benchmarks/lc-attention-lychee/smollm2_roles.json"
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,18 +55,23 @@ def test_sparse_heads_with_the_whole_context_match_full_attention(smollm2) -> No
     model, tok = smollm2
     ids = _prompt_ids(tok, 400, seed=1)
     heads = model.config.num_attention_heads
-    roles = [[True] * heads] + [[h % 3 == 0 for h in range(heads)]] * (model.config.num_hidden_layers - 1)
+    roles = [[True] * heads] + [[h % 3 == 0 for h in range(heads)]] * (
+        model.config.num_hidden_layers - 1
+    )
     with torch.no_grad():
         past = model(ids[:, :-1], use_cache=True).past_key_values
         ref = model(ids[:, -1:], past_key_values=past).logits
         past = model(ids[:, :-1], use_cache=True).past_key_values
-        with enable_lychee(model, RoleMap.from_model(model, roles), topk=ids.shape[1]) as handle:
+        handle = enable_lychee(model, RoleMap.from_model(model, roles), topk=ids.shape[1])
+        with handle:
             out = model(ids[:, -1:], past_key_values=past).logits
     assert handle.hybrid_steps == 1
     assert float((out - ref).abs().max()) < 1e-3
 
 
-@pytest.mark.skipif(not ROLES.exists(), reason="run benchmarks/lychee_train.py to learn the role map")
+@pytest.mark.skipif(
+    not ROLES.exists(), reason="run benchmarks/lychee_train.py to learn the role map"
+)
 def test_learned_role_map_fits_the_model_and_decodes(smollm2) -> None:
     model, tok = smollm2
     rm = RoleMap.load(ROLES)
@@ -72,7 +80,8 @@ def test_learned_role_map_fits_the_model_and_decodes(smollm2) -> None:
     ids = _prompt_ids(tok, 1200, seed=2)
     with torch.no_grad():
         before = model(ids).logits
-    with enable_lychee(model, rm, topk=128) as handle:
+    handle = enable_lychee(model, rm, topk=128)
+    with handle:
         out = _gen(model, ids, 6)
     assert handle.hybrid_steps == 5
     assert out.sequences.shape[1] == ids.shape[1] + 6
