@@ -64,6 +64,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--embedder", choices=["minilm", "hashing"], default="minilm")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--max-tokens", type=int, default=8, help="reply cap of the learner")
     ap.add_argument("--cache", default=str(cache_dir() / "bench" / "contextnav_icl.jsonl"))
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
@@ -105,9 +106,9 @@ def main() -> None:
 
     from lc_agents.backends import LocalBackend
 
-    backend = LocalBackend(max_tokens=3)
+    backend = LocalBackend(max_tokens=args.max_tokens)
     model = CachedChat(backend, args.cache, model_key="smollm2-135m-instruct:greedy")
-    answerer = IclAnswerer(model, INSTRUCTION, POOL_LABELS, max_tokens=3)
+    answerer = IclAnswerer(model, INSTRUCTION, POOL_LABELS, max_tokens=args.max_tokens)
 
     t_ref = time.time()
     steps = nav.optimize(val, answerer, POOL_LABELS, progress=True)
@@ -134,7 +135,7 @@ def main() -> None:
     report = {
         "benchmark": "contextnav_icl",
         "machine": f"2-core CPU ({platform.processor() or platform.machine()}), shared",
-        "model": "SmolLM2-135M-Instruct (embedded, greedy, max 3 tokens)",
+        "model": f"SmolLM2-135M-Instruct (embedded, greedy, max {args.max_tokens} tokens)",
         "embedder": embedder.name,
         "args": vars(args),
         "pool_stats": data.stats,

@@ -57,6 +57,13 @@ def main() -> None:
     ap.add_argument("--distractors", type=int, default=2)
     ap.add_argument("--irrelevant", type=int, default=3)
     ap.add_argument("--bands", choices=["compact", "default"], default="compact")
+    ap.add_argument(
+        "--time-budget",
+        type=float,
+        default=0.0,
+        help="stop labelling new questions after this many seconds (0: no limit); the "
+        "labelled ones are split in the train:test ratio",
+    )
     ap.add_argument("--max-skip", type=int, default=1)
     ap.add_argument("--max-width", type=int, default=2)
     ap.add_argument("--token-penalty", type=float, default=0.1)
@@ -96,12 +103,20 @@ def main() -> None:
     model = CachedChat(backend, args.cache, model_key="smollm2-135m-instruct:greedy")
     reader = QaReader(model, count_tokens=backend.count_tokens, max_tokens=args.max_tokens)
     t_label = time.time()
-    examples = label_examples(questions, embedder, reader, bands, progress=True)
+    examples = []
+    for i, q in enumerate(questions):
+        if args.time_budget and time.time() - t_label > args.time_budget:
+            print(f"time budget reached after {i} questions", flush=True)
+            break
+        examples += label_examples([q], embedder, reader, bands)
+        print(f"labelled {i + 1}/{len(questions)} ({time.time() - t_label:.0f} s)", flush=True)
     label_s = time.time() - t_label
+    n_train = round(len(examples) * args.train / (args.train + args.test))
+    items = items[: len(examples)]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     save_examples(examples, out / "ldar_qa_examples.jsonl")
-    train, test = examples[: args.train], examples[args.train :]
+    train, test = examples[:n_train], examples[n_train:]
     gold_rank = []
     for e, it in zip(examples, items, strict=True):
         gold_rank.append(int(list(e.order).index(it.metadata["gold_index"])))
