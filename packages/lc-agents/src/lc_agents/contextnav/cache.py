@@ -32,7 +32,7 @@ class CachedChat:
     Attributes:
         hits, misses: counts since construction.
 
-    Example:
+    Examples:
         >>> class Echo:
         ...     def chat(self, messages, **options):
         ...         return messages[-1]["content"].upper()

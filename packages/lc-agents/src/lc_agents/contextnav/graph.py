@@ -70,7 +70,7 @@ class OperationalGrammarGraph:
             shape the first plan before any feedback.
         max_length: longest chain (number of tools) considered.
 
-    Example:
+    Examples:
         >>> g = OperationalGrammarGraph({"START": ["r"], "r": ["f", "s"], "f": ["s"], "s": ["END"]},
         ...                             priors={("r", "f"): 0.6})
         >>> g.chains()

@@ -22,7 +22,7 @@ class ContextItem:
             embedder when it has one (see :class:`~lc_agents.contextnav.ItemEncoder`).
         metadata: scalar facts stored beside the vector and usable in filters.
 
-    Example:
+    Examples:
         >>> ContextItem("q1", "My box arrived damaged.").label is None
         True
     """

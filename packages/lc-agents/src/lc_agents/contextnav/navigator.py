@@ -17,7 +17,7 @@ validation set, a downstream ICL model answers (:class:`IclAnswerer`), and the
 right/wrong outcomes re-weight the graph's edges and steer a local search over chains
 (:meth:`~lc_agents.contextnav.OperationalGrammarGraph.refine`).
 
-Example:
+Examples:
     >>> import tempfile
     >>> from lc_agents.retrieval import HashingEmbedder
     >>> from lc_agents.contextnav import ContextItem, ContextNav, ContextNavConfig, ExamplePool
@@ -364,7 +364,8 @@ class IclAnswerer:
         model: any chat model (``chat(messages, **options) -> str``).
         instruction: task instruction (system message).
         labels: the label space used to parse replies.
-        input_prefix, label_prefix: field names of the shot format.
+        input_prefix: field name before each example's text.
+        label_prefix: field name before each example's label.
         max_tokens: reply cap.
     """
 

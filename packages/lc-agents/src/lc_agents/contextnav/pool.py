@@ -54,7 +54,7 @@ class ItemEncoder:
             space with ``text_embedder``.
         image_weight: ``w`` in ``(1 - w) * text + w * image``, in [0, 1].
 
-    Example:
+    Examples:
         >>> from lc_agents.retrieval import HashingEmbedder
         >>> enc = ItemEncoder(HashingEmbedder(dim=64))
         >>> enc.encode([ContextItem("a", "hello there")]).shape
@@ -125,7 +125,7 @@ class ExamplePool:
 
     Open with :meth:`open` (or wrap an open :class:`~lc_agents.retrieval.VectorStore`).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from lc_agents.retrieval import HashingEmbedder
         >>> pool = ExamplePool.open(tempfile.mkdtemp(), HashingEmbedder(dim=64))

@@ -44,7 +44,7 @@ def label_consistency(candidates: Sequence[Candidate], neighbours: int = 5) -> n
     Returns:
         float64 ``[len(candidates)]`` in ``[0, 1]``; 1.0 for a lone candidate.
 
-    Example:
+    Examples:
         >>> from lc_agents.contextnav.items import ContextItem
         >>> v = [np.array([1.0, 0.0]), np.array([0.99, 0.14]), np.array([0.98, 0.2])]
         >>> c = [Candidate(ContextItem(str(i), "t", lab), 1.0, x)

@@ -41,7 +41,7 @@ def default_bands(n: int, *, max_skip: int = 1, max_width: int = 3) -> list[Band
     """Every top-k band ``[0, k)`` for ``k = 1..n`` plus the bands that skip up to
     ``max_skip`` leading ranks with width up to ``max_width``.
 
-    Example:
+    Examples:
         >>> [str(b) for b in default_bands(4)]
         ['[0,1)', '[0,2)', '[0,3)', '[0,4)', '[1,2)', '[1,3)', '[1,4)']
     """

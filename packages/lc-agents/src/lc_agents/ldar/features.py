@@ -50,7 +50,7 @@ def sort_similarities(similarities: Sequence[float] | np.ndarray) -> tuple[np.nd
 def similarity_features(sorted_similarities: Sequence[float] | np.ndarray) -> np.ndarray:
     """Features ``[n, N_FEATURES]`` (float32) of a similarity list sorted best first.
 
-    Example:
+    Examples:
         >>> f = similarity_features([0.9, 0.5, 0.4])
         >>> f.shape, float(f[0, 1]), round(float(f[1, 3]), 2)
         ((3, 11), 0.0, 0.4)

@@ -38,7 +38,7 @@ class LdarHead(nn.Module):
         heads: attention heads.
         layers: self-attention blocks.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from lc_agents.ldar.bands import default_bands
         >>> head = LdarHead(default_bands(4))

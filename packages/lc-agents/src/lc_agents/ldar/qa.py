@@ -15,7 +15,7 @@ SYSTEM = "Answer the question from the passages. Reply with the answer only."
 def qa_messages(question: str, passages: Sequence[str], *, system: str = SYSTEM) -> list[Message]:
     """Chat messages: numbered passages, then the question.
 
-    Example:
+    Examples:
         >>> qa_messages("Q?", ["a", "b"])[1]["content"]
         'Passages:\\n[1] a\\n[2] b\\n\\nQuestion: Q?'
     """

@@ -98,7 +98,7 @@ class LdarRetriever:
         bands: the action set.
         config: head and training settings.
 
-    Example:
+    Examples:
         >>> from lc_agents.ldar import default_bands
         >>> r = LdarRetriever(default_bands(4))
         >>> sorted(r.select([0.2, 0.9, 0.5, 0.1]))  # indices into the passages  # doctest: +SKIP
