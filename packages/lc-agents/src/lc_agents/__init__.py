@@ -9,7 +9,11 @@ The main entry points:
   any length with a bounded memory rewritten after every chunk;
 * :class:`ChunkAndAggregate` and :func:`recommend_chunking`: multi-agent chunking and
   its noise-model planner (:mod:`lc_agents.chunking`); ACE in :mod:`lc_agents.ace`;
-* :func:`load_model`: the offline model loader;
+* retrieval: :class:`VectorStore` on LanceDB with pluggable embedders
+  (:mod:`lc_agents.retrieval`), RACG code retrieval (:class:`CodeRetriever`),
+  ContextNav example selection (:class:`ContextNav`) and the LDAR passage selector
+  (:class:`LdarRetriever`);
+* :func:`load_model`: the offline model loader (SmolLM2-135M-Instruct, Gemma-3-270M);
 * the ``lc-agents`` command line (``lc-agents ask --demo``).
 
 Heavy modules (torch, transformers, httpx, FastAPI) load on first use.
@@ -42,7 +46,10 @@ if TYPE_CHECKING:
         fit_noise_model,
         recommend_chunking,
     )
+    from lc_agents.code import CodeRetriever, RACGConfig, racg_retriever
     from lc_agents.constrained import SpanCopyConstraint
+    from lc_agents.contextnav import ContextNav
+    from lc_agents.ldar import LdarRetriever
     from lc_agents.memagent import (
         MemAgent,
         MemAgentConfig,
@@ -51,6 +58,7 @@ if TYPE_CHECKING:
         MemoryStep,
     )
     from lc_agents.models import load_model, load_tokenizer
+    from lc_agents.retrieval import HashingEmbedder, MiniLMEmbedder, VectorStore
 
 try:
     __version__: str = version("lc-agents")
@@ -73,6 +81,14 @@ _LAZY = {
     "fit_noise_model": "lc_agents.chunking",
     "load_model": "lc_agents.models",
     "load_tokenizer": "lc_agents.models",
+    "VectorStore": "lc_agents.retrieval",
+    "HashingEmbedder": "lc_agents.retrieval",
+    "MiniLMEmbedder": "lc_agents.retrieval",
+    "CodeRetriever": "lc_agents.code",
+    "RACGConfig": "lc_agents.code",
+    "racg_retriever": "lc_agents.code",
+    "ContextNav": "lc_agents.contextnav",
+    "LdarRetriever": "lc_agents.ldar",
 }
 
 
@@ -94,20 +110,28 @@ __all__ = [
     "CheckpointError",
     "ChunkAndAggregate",
     "ChunkingConfig",
+    "CodeRetriever",
+    "ContextNav",
     "EmptyReplyError",
+    "HashingEmbedder",
     "InputError",
+    "LdarRetriever",
     "LocalBackend",
     "MemAgent",
     "MemAgentConfig",
     "MemAgentPrompts",
     "MemAgentResult",
     "MemoryStep",
+    "MiniLMEmbedder",
     "ModelLoadError",
     "OpenAICompatibleBackend",
+    "RACGConfig",
     "SpanCopyConstraint",
+    "VectorStore",
     "__version__",
     "fit_noise_model",
     "load_model",
     "load_tokenizer",
+    "racg_retriever",
     "recommend_chunking",
 ]

@@ -9,6 +9,10 @@ integration. Layers call lc-kernels for the heavy lifting and never own a traini
 - Linear recurrences: gated linear attention, mLSTM and the SWAX hybrid in
   [lc_attention.linear][].
 - BAM, the generalized-Gaussian positional prior: [lc_attention.bam][].
+- Hierarchical chunk sparse attention (chunk encoder, exactly-k chunk retrieval,
+  bypassing residual, sliding window): [lc_attention.hsa][].
+- LycheeDecode hybrid-head sparse decoding with learned head roles:
+  [lc_attention.lychee][].
 
 Every name below is imported on first use, so ``import lc_attention`` stays light.
 """
@@ -54,6 +58,28 @@ _LAZY = {
     "BAMTransformerConfig": "lc_attention.bam",
     "bam_attention": "lc_attention.bam",
     "alibi_slopes": "lc_attention.bam",
+    "PreNormBlock": "lc_attention.bam",
+    "initial_shapes": "lc_attention.bam",
+    "HSATransformer": "lc_attention.hsa",
+    "HSATransformerConfig": "lc_attention.hsa",
+    "HSABlock": "lc_attention.hsa",
+    "ChunkEncoder": "lc_attention.hsa",
+    "ChunkSparseAttention": "lc_attention.hsa",
+    "hsa_attention": "lc_attention.hsa",
+    "hsa_attention_reference": "lc_attention.hsa",
+    "select_chunks": "lc_attention.hsa",
+    "chunk_scores": "lc_attention.hsa",
+    "LycheeConfig": "lc_attention.lychee",
+    "RoleMap": "lc_attention.lychee",
+    "HardKumaGates": "lc_attention.lychee",
+    "RoleTrainingConfig": "lc_attention.lychee",
+    "RoleTrainingResult": "lc_attention.lychee",
+    "train_head_roles": "lc_attention.lychee",
+    "enable_lychee": "lc_attention.lychee",
+    "disable_lychee": "lc_attention.lychee",
+    "is_lychee_enabled": "lc_attention.lychee",
+    "hybrid_decode_attention": "lc_attention.lychee",
+    "model_fingerprint": "lc_attention.lychee",
 }
 
 __all__ = ["__version__", *_LAZY]

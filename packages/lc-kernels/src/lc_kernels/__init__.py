@@ -12,7 +12,9 @@ selection branch of Native Sparse Attention, in the NSA and FSA loop orders),
 and top-k block selection) and
 [sliding_window_attention][lc_kernels.sliding_window.sliding_window_attention]; paged
 key/value memory in [lc_kernels.paged][] (page pools, gather/scatter, chunk attention over
-a paged past with gradients into gradient pages). Importing
+a paged past with gradients into gradient pages); one-step decode ops for hybrid-head
+sparse decoding in [lc_kernels.decode][] (exact block-wise top-k, full attention that
+also returns each head's top-k positions, attention over gathered positions). Importing
 ``lc_kernels`` imports torch but not triton (the kernels load on first use).
 """
 
@@ -31,6 +33,12 @@ from lc_kernels.compressed_attention import (
     mean_pool_compress,
     num_compressed,
     select_blocks,
+)
+from lc_kernels.decode import (
+    block_topk,
+    full_decode_attention,
+    retrieval_decode_attention,
+    sparse_decode_attention,
 )
 from lc_kernels.paged import (
     PagedKV,
@@ -52,15 +60,19 @@ __all__ = [
     "PagePool",
     "PagedKV",
     "__version__",
+    "block_topk",
     "compressed_attention",
     "dense_causal_attention_reference",
+    "full_decode_attention",
     "mean_pool_compress",
     "num_compressed",
     "paged_chunk_attention",
     "paged_gather",
     "paged_scatter",
+    "retrieval_decode_attention",
     "select_blocks",
     "selected_attention",
     "selected_attention_reference",
     "sliding_window_attention",
+    "sparse_decode_attention",
 ]

@@ -3,8 +3,10 @@
 - :mod:`lc_train.oomb`: chunk-recurrent training with exact gradients over paged
   key/value memory (activation memory of one chunk, whatever the sequence length).
 - :mod:`lc_train.preference`: SoLoPO (short-context preference optimization plus
-  short-to-long reward alignment) over DPO, SimPO and ORPO rewards.
-- :mod:`lc_train.rl`: DAPO's pieces and multi-conversation advantages for memory agents.
+  short-to-long reward alignment) over DPO, SimPO and ORPO rewards, as losses and as a
+  trainer on TRL's ``DPOTrainer`` (extra ``trl``).
+- :mod:`lc_train.rl`: DAPO's pieces, multi-conversation MemAgent rollouts, a DAPO/SFT
+  turn trainer and oracle memory traces for training memory agents.
 - :mod:`lc_train.icl_drift`: in-context regression under task drift (linear attention
   vs gated linear attention vs softmax attention).
 """
@@ -13,8 +15,23 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from lc_train.oomb import ChunkRecurrentConfig, ChunkRecurrentResult, chunk_recurrent_backward
-from lc_train.preference import ResponseLogps, SoLoPOConfig, response_logps, solopo_loss
+from lc_train.oomb import (
+    SUPPORTED_MODEL_TYPES,
+    ChunkRecurrentConfig,
+    ChunkRecurrentResult,
+    chunk_recurrent_backward,
+    estimate_kv_bytes,
+)
+from lc_train.preference import (
+    PreferencePair,
+    ResponseLogps,
+    SoLoPOConfig,
+    build_pairs,
+    pad_context,
+    pair_records,
+    response_logps,
+    solopo_loss,
+)
 from lc_train.rl import DAPOConfig, group_advantages
 
 try:
@@ -23,14 +40,20 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0.0.0+unknown"
 
 __all__ = [
+    "SUPPORTED_MODEL_TYPES",
     "ChunkRecurrentConfig",
     "ChunkRecurrentResult",
     "DAPOConfig",
+    "PreferencePair",
     "ResponseLogps",
     "SoLoPOConfig",
     "__version__",
+    "build_pairs",
     "chunk_recurrent_backward",
+    "estimate_kv_bytes",
     "group_advantages",
+    "pad_context",
+    "pair_records",
     "response_logps",
     "solopo_loss",
 ]
