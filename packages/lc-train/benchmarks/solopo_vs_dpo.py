@@ -149,7 +149,13 @@ def evaluate(
         correct += int(ok)
         answers.append({"id": item.id, "reply": reply, "correct": ok})
     lo, hi = wilson(correct, len(items))
-    return {"n": len(items), "correct": correct, "accuracy": correct / len(items), "ci95": [lo, hi]}
+    return {
+        "n": len(items),
+        "correct": correct,
+        "accuracy": correct / len(items),
+        "ci95": [lo, hi],
+        "replies": answers,
+    }
 
 
 def build_data(model: Any, tokenizer: Any, args: argparse.Namespace) -> tuple[list[Any], dict]:
