@@ -188,9 +188,9 @@ class BAMTransformer(nn.Module):
     def __init__(self, config: BAMTransformerConfig, seed: int = 0) -> None:
         super().__init__()
         self.config = config
-        gen_state = torch.random.get_rng_state()
-        torch.manual_seed(seed)
-        try:
+        # Seeded construction that leaves the caller's global RNG stream untouched.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
             self.embed = nn.Embedding(config.vocab_size, config.dim)
             self.blocks = nn.ModuleList(
                 PreNormBlock(config.dim, config.ffn_mult, BAMAttention(config))
@@ -198,8 +198,6 @@ class BAMTransformer(nn.Module):
             )
             self.norm = nn.RMSNorm(config.dim)
             self.head = nn.Linear(config.dim, config.vocab_size, bias=False)
-        finally:
-            torch.random.set_rng_state(gen_state)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """``tokens [B, T]`` (int64) ``-> logits [B, T, vocab_size]`` (fp32)."""

@@ -382,9 +382,9 @@ class HSATransformer(nn.Module):
     def __init__(self, config: HSATransformerConfig, seed: int = 0) -> None:
         super().__init__()
         self.config = config
-        gen_state = torch.random.get_rng_state()
-        torch.manual_seed(seed)
-        try:
+        # Seeded construction that leaves the caller's global RNG stream untouched.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
             self.embed = nn.Embedding(config.vocab_size, config.dim)
             self.lower = nn.ModuleList(
                 PreNormBlock(config.dim, config.ffn_mult, SlidingWindowSelfAttention(config))
@@ -394,8 +394,6 @@ class HSATransformer(nn.Module):
             self.upper = nn.ModuleList(HSABlock(config) for _ in range(config.upper_layers))
             self.norm = nn.RMSNorm(config.dim)
             self.head = nn.Linear(config.dim, config.vocab_size, bias=False)
-        finally:
-            torch.random.set_rng_state(gen_state)
 
     def _check(self, tokens: torch.Tensor) -> None:
         cfg = self.config
