@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from lc_kernels.paged.attention import PagedKV, paged_chunk_attention
+from lc_kernels.paged.attention import (
+    PagedKV,
+    paged_chunk_attention,
+    paged_chunk_attention_backward,
+    paged_chunk_attention_forward,
+)
 from lc_kernels.paged.ops import paged_gather, paged_scatter
 from lc_kernels.paged.pool import PageLayout, PagePool
 
@@ -11,6 +16,8 @@ __all__ = [
     "PagePool",
     "PagedKV",
     "paged_chunk_attention",
+    "paged_chunk_attention_backward",
+    "paged_chunk_attention_forward",
     "paged_gather",
     "paged_scatter",
 ]
