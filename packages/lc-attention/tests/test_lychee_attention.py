@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lc_attention.lychee import LycheeConfig, RoleMap, hybrid_decode_attention
+from lc_attention.lychee import LycheeConfig, RoleMap, block_topk_indices, hybrid_decode_attention
 from lc_attention.lychee._kernels import kernels_available
+from lc_attention.lychee.attention import decode_step, head_plan
 from lc_attention.lychee.hf import _publish_plan
 
 torch.set_num_threads(1)
@@ -92,6 +93,55 @@ def test_publish_flags_limit_which_rows_change() -> None:
     )
     assert not torch.equal(idx[:, 0], given[:, 0])
     assert torch.equal(idx[:, 1:], given[:, 1:])
+
+
+@pytest.mark.parametrize("layout", ["hf_view", "contiguous", "preallocated"], ids=lambda x: x)
+def test_sparse_gather_is_the_same_for_every_cache_layout(layout: str) -> None:
+    """The one-``index_select`` gather (strided row table) and the fallback agree."""
+    q, k, v = _qkv(6)  # k, v: [B, T, HKV, D] views of [B, HKV, T, D]
+    if layout == "contiguous":  # [B, T, HKV, D] contiguous: rows not evenly spaced per head
+        k, v = k.contiguous(), v.contiguous()
+    elif layout == "preallocated":  # a length view of a larger [B, HKV, cap, D] buffer
+        kb = torch.zeros(B, HKV, T + 9, D, dtype=k.dtype)
+        vb = torch.zeros_like(kb)
+        kb[:, :, :T], vb[:, :, :T] = k.transpose(1, 2), v.transpose(1, 2)
+        k, v = kb[:, :, :T].transpose(1, 2), vb[:, :, :T].transpose(1, 2)
+    g = torch.Generator().manual_seed(7)
+    given = torch.stack([torch.randperm(T, generator=g)[:5] for _ in range(B * HQ)]).view(B, HQ, 5)
+    retrieval = [True, False, False, False, True, False]
+    out, _ = hybrid_decode_attention(q, k, v, retrieval=retrieval, indices=given, topk=5)
+    keep = torch.zeros(B, HQ, T, dtype=torch.bool).scatter_(-1, given, True)
+    sparse = ~torch.tensor(retrieval)
+    _close(out[:, sparse], _attend(q, k, v, keep)[:, sparse])
+    _close(out[:, ~sparse], _attend(q, k, v)[:, ~sparse])
+
+
+def test_in_place_indices_equal_the_copying_path() -> None:
+    q, k, v = _qkv(8)
+    retrieval = [True, False, True, False, False, True]
+    plan = head_plan(retrieval, None, HQ, HKV)
+    given = torch.randint(0, T, (B, HQ, 6), generator=torch.Generator().manual_seed(1))
+    out_a, idx_a = decode_step(plan, q, k, v, indices=given, topk=6)
+    buf = given.clone()
+    out_b, idx_b = decode_step(plan, q, k, v, indices=buf, topk=6, out_indices=buf)
+    assert idx_b is buf
+    assert torch.equal(out_a, out_b)
+    assert torch.equal(idx_a.sort(-1).values, idx_b.sort(-1).values)
+    assert torch.equal(given[:, 1], buf[:, 1])  # sparse rows untouched
+
+
+@pytest.mark.parametrize(
+    ("t", "block", "k"), [(1000, 16, 7), (1037, 8, 32), (517, 4, 60), (64, 16, 5)]
+)
+def test_block_topk_equals_a_full_topk(t: int, block: int, k: int) -> None:
+    g = torch.Generator().manual_seed(t)
+    s = torch.randn(2, 3, t, generator=g, dtype=torch.float64)
+    s[0, 0, -3:] = 50.0 + torch.arange(3.0)  # winners in a partial tail block
+    s[1, 2, :block] = 40.0 + torch.arange(float(block))  # one block, many winners
+    got = block_topk_indices(s, k, block).sort(-1).values
+    want = torch.topk(s, k, dim=-1).indices.sort(-1).values
+    assert torch.equal(got, want)
+    assert got.max() < t
 
 
 def test_padding_positions_are_never_attended() -> None:

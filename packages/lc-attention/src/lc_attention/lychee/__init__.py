@@ -8,6 +8,8 @@ of retrieval heads. Prefill stays dense.
 
 - [hybrid_decode_attention][lc_attention.lychee.attention.hybrid_decode_attention]: one
   layer's decode step on tensors.
+- [PreallocatedCache][lc_attention.lychee.cache.PreallocatedCache]: a ``DynamicCache``
+  whose append is an in-place write (no per-step copy of the whole cache).
 - [HardKumaGates][lc_attention.lychee.hardkuma.HardKumaGates] and the HardKuma functions.
 - [RoleMap][lc_attention.lychee.roles.RoleMap]: learned roles with a model fingerprint.
 - [train_head_roles][lc_attention.lychee.train.train_head_roles]: distillation training.
@@ -17,7 +19,8 @@ of retrieval heads. Prefill stays dense.
 
 from __future__ import annotations
 
-from lc_attention.lychee.attention import hybrid_decode_attention
+from lc_attention.lychee.attention import block_topk_indices, hybrid_decode_attention
+from lc_attention.lychee.cache import PreallocatedCache
 from lc_attention.lychee.config import LycheeConfig
 from lc_attention.lychee.hardkuma import (
     HardKumaGates,
@@ -34,9 +37,11 @@ from lc_attention.lychee.train import RoleTrainingConfig, RoleTrainingResult, tr
 __all__ = [
     "HardKumaGates",
     "LycheeConfig",
+    "PreallocatedCache",
     "RoleMap",
     "RoleTrainingConfig",
     "RoleTrainingResult",
+    "block_topk_indices",
     "disable_lychee",
     "enable_lychee",
     "hardkuma_p0",

@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -32,11 +33,11 @@ from lc_attention.lychee import _kernels
 from lc_attention.lychee.config import BACKENDS
 
 
-def _as_mask(x: Sequence[bool] | torch.Tensor, n: int, name: str, device) -> torch.Tensor:
-    m = torch.as_tensor(x, dtype=torch.bool, device=device)
+def _as_mask(x: Sequence[bool] | torch.Tensor, n: int, name: str) -> list[bool]:
+    m = torch.as_tensor(x, dtype=torch.bool).cpu()
     if m.shape != (n,):
         raise ValueError(f"{name} must have one entry per query head ({n}), got {tuple(m.shape)}")
-    return m
+    return [bool(v) for v in m.tolist()]
 
 
 def _acc(x: torch.Tensor) -> torch.Tensor:
@@ -44,24 +45,127 @@ def _acc(x: torch.Tensor) -> torch.Tensor:
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
-def _full_group(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    scale: float,
-    bias: torch.Tensor | None,
-    topk: int,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Dense attention of ``q [B, G, D]`` over one KV head ``k, v [B, T, D]``.
+@dataclass(frozen=True)
+class _Group:
+    """Retrieval heads of one KV head: ``heads`` (query-head ids), ``pub`` (their local rows
+    whose top-k is published) and the same as index tensors."""
 
-    Returns ``(out [B, G, D], indices [B, G, topk] or None)``.
+    kv: int
+    heads: tuple[int, ...]
+    pub: tuple[int, ...]
+    heads_t: torch.Tensor
+    pub_t: torch.Tensor
+    pub_heads_t: torch.Tensor
+
+
+@dataclass(frozen=True)
+class HeadPlan:
+    """Per-layer head layout of one decode step, computed once from the role masks.
+
+    Built by [head_plan][lc_attention.lychee.attention.head_plan]; holds the retrieval
+    heads grouped by KV head, the sparse heads and their KV heads as index tensors, so a
+    decode step does no mask arithmetic.
     """
-    logits = _acc(torch.matmul(q, k.transpose(-1, -2))) * scale  # [B, G, T]
-    if bias is not None:
-        logits = logits + bias[:, None, :]
-    idx = torch.topk(logits, topk, dim=-1, sorted=False).indices if topk else None
-    p = torch.softmax(logits, dim=-1).to(v.dtype)
-    return torch.matmul(p, v), idx
+
+    num_heads: int
+    num_kv_heads: int
+    groups: tuple[_Group, ...]
+    sparse: tuple[int, ...]
+    sparse_t: torch.Tensor
+    sparse_kv_t: torch.Tensor
+    all_retrieval: bool
+    pub_heads_t: torch.Tensor
+    """All published heads (ascending), for the batched all-retrieval path."""
+
+    @property
+    def publishes(self) -> bool:
+        return bool(self.pub_heads_t.numel())
+
+
+def head_plan(
+    retrieval: Sequence[bool] | torch.Tensor,
+    publish: Sequence[bool] | torch.Tensor | None,
+    num_heads: int,
+    num_kv_heads: int,
+    device: torch.device | str | None = None,
+) -> HeadPlan:
+    """Group one layer's heads for [hybrid_decode_attention][lc_attention.lychee.attention.hybrid_decode_attention].
+
+    Args:
+        retrieval: ``[HQ]`` booleans, True = retrieval head.
+        publish: ``[HQ]`` retrieval heads whose top-k to compute (None: all of them).
+        num_heads: query heads ``HQ``.
+        num_kv_heads: KV heads ``HKV`` (``HQ`` a multiple of it).
+        device: where the index tensors live (the cache's device).
+
+    Raises:
+        ValueError: masks of the wrong length, or ``publish`` on a sparse head.
+
+    Example:
+        >>> plan = head_plan([True, False, False, True], None, 4, 2)
+        >>> [g.heads for g in plan.groups], plan.sparse
+        ([(0,), (3,)], (1, 2))
+    """
+    if num_kv_heads < 1 or num_heads % num_kv_heads:
+        raise ValueError(
+            f"query heads ({num_heads}) must be a multiple of KV heads ({num_kv_heads})"
+        )
+    ret = _as_mask(retrieval, num_heads, "retrieval")
+    pub = ret if publish is None else _as_mask(publish, num_heads, "publish")
+    if any(p and not r for p, r in zip(pub, ret, strict=True)):
+        raise ValueError("publish may only flag retrieval heads")
+    g = num_heads // num_kv_heads
+
+    def idx(xs: Sequence[int]) -> torch.Tensor:
+        return torch.tensor(list(xs), dtype=torch.long, device=device)
+
+    groups = []
+    for j in range(num_kv_heads):
+        heads = tuple(h for h in range(j * g, (j + 1) * g) if ret[h])
+        if heads:
+            local = tuple(i for i, h in enumerate(heads) if pub[h])
+            groups.append(
+                _Group(j, heads, local, idx(heads), idx(local), idx([heads[i] for i in local]))
+            )
+    sparse = tuple(h for h in range(num_heads) if not ret[h])
+    return HeadPlan(
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        groups=tuple(groups),
+        sparse=sparse,
+        sparse_t=idx(sparse),
+        sparse_kv_t=idx([h // g for h in sparse]),
+        all_retrieval=not sparse,
+        pub_heads_t=idx([h for h in range(num_heads) if pub[h]]),
+    )
+
+
+def _rows_view(x: torch.Tensor, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``x [B, T, HKV, D]`` as a 2-D row table ``[N, D]`` (no copy) and the row offset of
+    each ``(batch, head)`` pair in ``kv`` (``[B, S, 1]``), or None if the strides do not
+    allow it (rows of one head must be evenly spaced and not overlap)."""
+    b, t, hkv, d = x.shape
+    sb, st, sh, sd = x.stride()
+    if sd != 1 or st < d or (b > 1 and sb % st) or (hkv > 1 and sh % st):
+        return None
+    n = (b - 1) * (sb // st) + (hkv - 1) * (sh // st) + t
+    table = x.as_strided((n, d), (st, 1), x.storage_offset())
+    base = torch.arange(b, device=x.device).view(b, 1, 1) * (sb // st) + kv.view(1, -1, 1) * (
+        sh // st
+    )
+    return table, base
+
+
+def _gather_rows(x: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """Rows ``x[b, indices[b, s, :], kv[s]]`` as ``[B, S, K, D]`` (one ``index_select``)."""
+    b, s, k = indices.shape
+    d = x.shape[-1]
+    rv = _rows_view(x, kv)
+    if rv is None:
+        bi = torch.arange(b, device=x.device).view(b, 1, 1)
+        return x[bi, indices, kv.view(1, -1, 1)]
+    table, base = rv
+    return table.index_select(0, (base + indices).flatten()).view(b, s, k, d)
 
 
 def _sparse_gather(
@@ -74,17 +178,77 @@ def _sparse_gather(
     bias: torch.Tensor | None,
 ) -> torch.Tensor:
     """Attention of ``q [B, S, D]`` over the gathered rows ``indices [B, S, K]`` only."""
-    b = q.shape[0]
-    kh = k_cache.transpose(1, 2)  # [B, HKV, T, D], a view
-    vh = v_cache.transpose(1, 2)
-    bi = torch.arange(b, device=q.device).view(b, 1, 1)
-    hi = kv_of_head.view(1, -1, 1)
-    ks, vs = kh[bi, hi, indices], vh[bi, hi, indices]  # [B, S, K, D]
-    logits = _acc(torch.einsum("bsd,bskd->bsk", q, ks)) * scale
+    b, s, d = q.shape
+    k = indices.shape[-1]
+    ks = _gather_rows(k_cache, kv_of_head, indices).view(b * s, k, d)
+    vs = _gather_rows(v_cache, kv_of_head, indices).view(b * s, k, -1)
+    logits = _acc(torch.bmm((q * scale).reshape(b * s, 1, d), ks.transpose(1, 2)))
     if bias is not None:
         logits = logits + bias.gather(1, indices.flatten(1)).view_as(logits)
     p = torch.softmax(logits, dim=-1).to(vs.dtype)
-    return torch.einsum("bsk,bskd->bsd", p, vs)
+    return torch.bmm(p, vs).view(b, s, -1)
+
+
+def block_topk_indices(scores: torch.Tensor, k: int, block_size: int) -> torch.Tensor:
+    """Positions of the ``k`` largest entries of each row of ``scores [..., T]`` (unsorted).
+
+    Block-wise selection: split each row into blocks of ``block_size``, keep the ``k``
+    blocks with the largest maxima, and take the top ``k`` among their elements. This is
+    exact: if an element of the top ``k`` sat in a block outside the kept ones, each of the
+    ``k`` kept blocks would hold an element at least as large, so it would rank ``k + 1``
+    or later (ties aside, where any choice is a valid top ``k``). A last partial block is
+    always a candidate. It reads the row once for the maxima and then selects among only
+    ``k * block_size`` candidates. Falls back to
+    ``torch.topk`` when the candidates would not be fewer than the row.
+
+    Example:
+        >>> s = torch.tensor([[0.0, 5.0, 1.0, 4.0, 3.0, 9.0, 2.0]])
+        >>> sorted(block_topk_indices(s, 2, 2)[0].tolist())
+        [1, 5]
+    """
+    t = scores.shape[-1]
+    nb = t // block_size  # whole blocks; a shorter tail is always kept as candidates
+    if k * block_size >= t or k >= nb:
+        return torch.topk(scores, k, dim=-1, sorted=False).indices
+    lead = scores.shape[:-1]
+    x = scores.reshape(-1, t)
+    r, whole = x.shape[0], nb * block_size
+    blocks = x[:, :whole].reshape(r, nb, block_size)
+    top_blocks = torch.topk(blocks.amax(-1), k, dim=-1, sorted=False).indices  # [R, k]
+    offs = torch.arange(block_size, device=x.device)
+    cand = (top_blocks.unsqueeze(-1) * block_size + offs).view(r, -1)
+    if whole < t:
+        tail = torch.arange(whole, t, device=x.device).expand(r, t - whole)
+        cand = torch.cat([cand, tail], dim=1)
+    pick = torch.topk(x.gather(1, cand), k, dim=-1, sorted=False).indices
+    return cand.gather(1, pick).view(*lead, k)
+
+
+def _dense_group(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    bias: torch.Tensor | None,
+    topk_rows: torch.Tensor | None,
+    topk: int,
+    block_size: int,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Dense attention of ``q [..., G, D]`` over ``k, v [..., T, D]``; the top-k positions
+    of the rows ``topk_rows`` of the flattened ``[..., G]`` heads (None: no top-k).
+
+    Returns ``(out [..., G, D], indices [B, len(topk_rows), topk] or None)``.
+    """
+    logits = _acc(torch.matmul(q * scale, k.transpose(-1, -2)))  # [..., G, T]
+    if bias is not None:
+        b = bias.shape[0]
+        logits = logits + bias.view(b, *([1] * (logits.dim() - 2)), -1)
+    idx = None
+    if topk_rows is not None:
+        flat = logits.reshape(logits.shape[0], -1, logits.shape[-1])
+        idx = block_topk_indices(flat.index_select(1, topk_rows), topk, block_size)
+    p = torch.softmax(logits, dim=-1).to(v.dtype)
+    return torch.matmul(p, v), idx
 
 
 def hybrid_decode_attention(
@@ -98,7 +262,7 @@ def hybrid_decode_attention(
     scale: float | None = None,
     publish: Sequence[bool] | torch.Tensor | None = None,
     valid: torch.Tensor | None = None,
-    block_size: int = 64,
+    block_size: int = 16,
     backend: str = "gather",
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Hybrid-head attention of one decode token in one layer.
@@ -116,7 +280,8 @@ def hybrid_decode_attention(
         publish: ``[HQ]`` retrieval heads whose top-k to compute (default: all retrieval
             heads; heads whose positions no later layer reads may be left out).
         valid: optional ``[B, T]`` bool, False for padding positions (gather backend).
-        block_size: block length of the kernels' block-wise top-k.
+        block_size: block length of the block-wise top-k (both backends; exact, a speed
+            knob).
         backend: ``"gather"`` (plain PyTorch), ``"kernels"`` (``lc_kernels.decode``) or
             ``"auto"`` (kernels on CUDA, gather elsewhere).
 
@@ -136,11 +301,56 @@ def hybrid_decode_attention(
             f"{tuple(q.shape)}, {tuple(k_cache.shape)}, {tuple(v_cache.shape)}"
         )
     b, hq, d = q.shape
-    _, t, hkv, dk = k_cache.shape
+    _, _t, hkv, dk = k_cache.shape
     if k_cache.shape[0] != b or dk != d or hq % hkv:
         raise ValueError(
             f"q {tuple(q.shape)} does not fit k_cache {tuple(k_cache.shape)} (batch, head_dim, "
             "and query heads a multiple of KV heads must agree)"
+        )
+    plan = head_plan(retrieval, publish, hq, hkv, q.device)
+    return decode_step(
+        plan,
+        q,
+        k_cache,
+        v_cache,
+        indices=indices,
+        topk=topk,
+        scale=scale,
+        valid=valid,
+        block_size=block_size,
+        backend=backend,
+    )
+
+
+def decode_step(
+    plan: HeadPlan,
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    *,
+    indices: torch.Tensor | None,
+    topk: int,
+    scale: float | None = None,
+    valid: torch.Tensor | None = None,
+    block_size: int = 16,
+    backend: str = "gather",
+    out_indices: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """[hybrid_decode_attention][lc_attention.lychee.attention.hybrid_decode_attention]
+    with a precomputed [HeadPlan][lc_attention.lychee.attention.HeadPlan] (the hot loop of
+    the Hugging Face integration).
+
+    ``out_indices``: optional ``[B, HQ, topk]`` int64 tensor that receives the published
+    rows in place and is returned as the new indices (it may be ``indices`` itself: a
+    layer reads only sparse rows and writes only retrieval rows). Other arguments and the
+    return value as in ``hybrid_decode_attention``.
+    """
+    b, hq, d = q.shape
+    t = k_cache.shape[1]
+    if (hq, k_cache.shape[2]) != (plan.num_heads, plan.num_kv_heads):
+        raise ValueError(
+            f"the plan is for {plan.num_heads} query / {plan.num_kv_heads} KV heads, got "
+            f"q {tuple(q.shape)} and k_cache {tuple(k_cache.shape)}"
         )
     if not isinstance(topk, int) or not 1 <= topk <= t:
         raise ValueError(f"topk must be an integer in [1, T={t}] (context length), got {topk!r}")
@@ -148,13 +358,7 @@ def hybrid_decode_attention(
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == "auto":
         backend = "kernels" if q.is_cuda and _kernels.kernels_available() else "gather"
-    dev = q.device
-    ret = _as_mask(retrieval, hq, "retrieval", dev)
-    pub = ret if publish is None else _as_mask(publish, hq, "publish", dev)
-    if bool((pub & ~ret).any()):
-        raise ValueError("publish may only flag retrieval heads")
-    sparse_heads = (~ret).nonzero().flatten()
-    if sparse_heads.numel():
+    if plan.sparse:
         if indices is None:
             raise ValueError("sparse heads need indices published by an earlier layer")
         if indices.shape != (b, hq, topk):
@@ -169,47 +373,63 @@ def hybrid_decode_attention(
     scale = d**-0.5 if scale is None else float(scale)
     bias = None
     if valid is not None and not bool(valid.all()):
-        bias = torch.zeros(b, t, device=dev).masked_fill(~valid, float("-inf"))
+        bias = torch.zeros(b, t, device=q.device).masked_fill(~valid, float("-inf"))
 
-    out = q.new_empty(b, hq, d)
-    new_idx = None if indices is None else indices.clone()
-    if bool(pub.any()) and new_idx is None:
-        new_idx = torch.zeros(b, hq, topk, dtype=torch.long, device=dev)
-    group = hq // hkv
-    kv_of_head = torch.arange(hq, device=dev) // group
-    # retrieval heads: one call per KV head, on that head's [B, T, 1, D] slice of the cache
-    for j in range(hkv):
-        heads = (ret & (kv_of_head == j)).nonzero().flatten()
-        if not heads.numel():
-            continue
-        need = bool(pub[heads].any())
-        kj, vj = k_cache[:, :, j], v_cache[:, :, j]  # [B, T, D]
+    new_idx = out_indices
+    if new_idx is None:
+        if indices is not None:
+            new_idx = indices.clone()
+        elif plan.publishes:
+            new_idx = torch.zeros(b, hq, topk, dtype=torch.long, device=q.device)
+    elif new_idx.shape != (b, hq, topk):
+        raise ValueError(f"out_indices must be [B, HQ, topk]={[b, hq, topk]}")
+
+    if backend == "gather" and plan.all_retrieval:
+        # every head dense: one batched call over the KV groups, cache read in place
+        g = hq // plan.num_kv_heads
+        kh, vh = k_cache.transpose(1, 2), v_cache.transpose(1, 2)  # [B, HKV, T, D] views
+        rows = plan.pub_heads_t if plan.publishes else None
+        o, top = _dense_group(
+            q.reshape(b, plan.num_kv_heads, g, d), kh, vh, scale, bias, rows, topk, block_size
+        )
+        if top is not None and new_idx is not None:
+            new_idx.index_copy_(1, plan.pub_heads_t, top.to(torch.long))
+        return o.reshape(b, hq, -1).to(q.dtype), new_idx
+
+    out = q.new_empty(b, hq, v_cache.shape[-1])
+    # retrieval heads: one call per KV head, on that head's [B, T, D] slice of the cache
+    for grp in plan.groups:
+        kj, vj = k_cache[:, :, grp.kv], v_cache[:, :, grp.kv]  # [B, T, D]
+        qj = q.index_select(1, grp.heads_t)
         idx: torch.Tensor | None
         if backend == "kernels":
             o, idx = _kernels.retrieval(
-                q[:, heads],
-                kj.unsqueeze(2),
-                vj.unsqueeze(2),
-                topk,
-                scale=scale,
-                block_size=block_size,
+                qj, kj.unsqueeze(2), vj.unsqueeze(2), topk, scale=scale, block_size=block_size
             )
+            if grp.pub and idx is not None:
+                idx = idx.index_select(1, grp.pub_t)
         else:
-            o, idx = _full_group(q[:, heads], kj, vj, scale, bias, topk if need else 0)
-        out[:, heads] = o.to(out.dtype)
-        if need and idx is not None and new_idx is not None:
-            keep = pub[heads]
-            new_idx[:, heads[keep]] = idx[:, keep].to(torch.long)
-    if sparse_heads.numel():
+            rows = grp.pub_t if grp.pub else None
+            o, idx = _dense_group(qj, kj, vj, scale, bias, rows, topk, block_size)
+        out.index_copy_(1, grp.heads_t, o.to(out.dtype))
+        if grp.pub and idx is not None and new_idx is not None:
+            new_idx.index_copy_(1, grp.pub_heads_t, idx.to(torch.long))
+    if plan.sparse:
         assert indices is not None
-        sel = indices[:, sparse_heads]
         if backend == "kernels":
             # one launch over all heads (the kernel maps query head -> KV head itself);
             # retrieval rows cost k positions each and are discarded
-            o = _kernels.sparse(q, k_cache, v_cache, indices, scale=scale)[:, sparse_heads]
+            o = _kernels.sparse(q, k_cache, v_cache, indices, scale=scale)
+            o = o.index_select(1, plan.sparse_t)
         else:
             o = _sparse_gather(
-                q[:, sparse_heads], k_cache, v_cache, sel, kv_of_head[sparse_heads], scale, bias
+                q.index_select(1, plan.sparse_t),
+                k_cache,
+                v_cache,
+                indices.index_select(1, plan.sparse_t),
+                plan.sparse_kv_t,
+                scale,
+                bias,
             )
-        out[:, sparse_heads] = o.to(out.dtype)
+        out.index_copy_(1, plan.sparse_t, o.to(out.dtype))
     return out, new_idx

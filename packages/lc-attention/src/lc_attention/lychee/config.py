@@ -14,9 +14,11 @@ class LycheeConfig:
     Args:
         topk: token positions each retrieval head publishes and each sparse head
             attends to (the paper's token budget).
-        block_size: block length of the block-wise top-k of the ``"kernels"`` backend
-            (per-block partial top-k, then one merge; the result is the exact top-k, so
-            this is a speed knob, not a quality knob).
+        block_size: block length of the block-wise top-k of the retrieval heads (the
+            ``"kernels"`` backend keeps a partial top-k per block, then merges; the
+            ``"gather"`` backend keeps the ``topk`` blocks with the largest maxima, then
+            selects among their elements). Both give the exact top-k, so this is a speed
+            knob, not a quality knob.
         backend: ``"kernels"`` calls ``lc_kernels.decode`` (Triton on CUDA, its
             references elsewhere); ``"gather"`` is plain PyTorch that reads only the
             selected rows of the cache (the fast path on CPU); ``"auto"`` picks
@@ -27,11 +29,11 @@ class LycheeConfig:
 
     Example:
         >>> LycheeConfig(topk=128).block_size
-        64
+        16
     """
 
     topk: int = 256
-    block_size: int = 64
+    block_size: int = 16
     backend: str = "auto"
 
     def __post_init__(self) -> None:

@@ -29,9 +29,9 @@ from typing import Any
 import torch
 
 from lc_attention.hf import SUPPORTED_MODEL_TYPES, _attention_modules, is_dssa_enabled
-from lc_attention.lychee.attention import hybrid_decode_attention
+from lc_attention.lychee.attention import HeadPlan, decode_step, head_plan
 from lc_attention.lychee.config import LycheeConfig
-from lc_attention.lychee.roles import RoleMap
+from lc_attention.lychee.roles import RoleMap, model_fingerprint
 
 ATTN_NAME = "lc_lychee"
 _PREVIOUS = "_lc_lychee_previous_attn"
@@ -44,6 +44,8 @@ class _Shared:
     """Decode-step state shared by all attention modules of one model."""
 
     indices: torch.Tensor | None = None
+    """``[B, HQ, topk]`` positions, rewritten in place layer after layer (each layer reads
+    only the rows of its sparse heads and writes only those of its retrieval heads)."""
     steps: int = 0
     """Decode steps that ran hybrid attention (counted at the first hybrid layer)."""
 
@@ -53,6 +55,7 @@ class _LayerPlan:
     config: LycheeConfig
     retrieval: torch.Tensor  # [HQ] bool
     publish: torch.Tensor  # [HQ] bool, retrieval heads whose positions a later layer reads
+    heads: HeadPlan  # the two masks grouped by KV head, computed once
     first: bool  # first hybrid layer: resets the shared positions
     dense: Callable[..., Any]
     dense_name: str
@@ -139,26 +142,29 @@ def lychee_hf_attention(
         if attention_mask.dtype != torch.bool:
             raise ValueError(f"expected a boolean attention mask, got {attention_mask.dtype}")
         valid = attention_mask[:, 0, -1, :].expand(key.shape[0], key.shape[2])
+    topk = plan.config.topk
     if plan.first:
-        plan.shared.indices = None
+        shape = (query.shape[0], query.shape[1], topk)
+        buf = plan.shared.indices
+        if buf is None or buf.shape != shape or buf.device != query.device:
+            plan.shared.indices = torch.zeros(shape, dtype=torch.long, device=query.device)
         plan.shared.steps += 1
     backend = plan.config.backend
     if valid is not None and backend == "auto":
         backend = "gather"
-    out, idx = hybrid_decode_attention(
+    out, _ = decode_step(
+        plan.heads,
         query[:, :, 0],
         key.transpose(1, 2),
         value.transpose(1, 2),
-        retrieval=plan.retrieval,
         indices=plan.shared.indices,
-        topk=plan.config.topk,
+        topk=topk,
         scale=scaling,
-        publish=plan.publish,
         valid=valid,
         block_size=plan.config.block_size,
         backend=backend,
+        out_indices=plan.shared.indices,
     )
-    plan.shared.indices = idx
     return out.unsqueeze(1), None
 
 
@@ -299,6 +305,7 @@ def enable_lychee(
         if not hybrid[layer]:
             continue
         dev = next(m.parameters()).device
+        num_kv = int(model_fingerprint(model)["num_kv_heads"])
         setattr(
             m,
             _ATTR,
@@ -306,6 +313,7 @@ def enable_lychee(
                 config=cfg,
                 retrieval=torch.tensor(roles[layer], dtype=torch.bool, device=dev),
                 publish=torch.tensor(publish[layer], dtype=torch.bool, device=dev),
+                heads=head_plan(roles[layer], publish[layer], role_map.num_heads, num_kv, dev),
                 first=layer == first,
                 dense=_dense_function(m, previous),
                 dense_name=previous,
