@@ -14,7 +14,15 @@ from typing import Any, cast
 
 import torch
 
-from lc_kernels.paged import PagedKV, PageLayout, PagePool, paged_chunk_attention, paged_scatter
+from lc_kernels.paged import (
+    PagedKV,
+    PageLayout,
+    PagePool,
+    paged_chunk_attention_backward,
+    paged_chunk_attention_forward,
+    paged_scatter,
+)
+from lc_train.oomb.offload import PageStager
 
 ATTN_NAME = "lc_chunk_recurrent"
 
@@ -46,6 +54,11 @@ class ChunkState:
     local_pages: int = 2
     summaries: dict[int, torch.Tensor] = field(default_factory=dict)
     selections: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
+    compute_device: torch.device | None = None
+    resident_layers: int | None = None
+    backend: str = "auto"
+    next_start: int | None = None
+    stager: PageStager | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         pages = -(-self.seq_len // self.layout.page_size)
@@ -59,28 +72,88 @@ class ChunkState:
         ]
         for role in ("v", "gk", "gv"):  # same page ids in every pool
             self.pools[role].allocate(pages * self.num_layers)
+        if self.resident_layers is not None:
+            capacity = pages if self.page_budget is None else min(pages, self.page_budget)
+            self.stager = PageStager(
+                self.pools,
+                self.compute_device or self.device,
+                capacity,
+                self.resident_layers,
+            )
 
     @property
     def bytes(self) -> int:
         """Bytes held by the four page pools."""
         return sum(p.storage.numel() * p.storage.element_size() for p in self.pools.values())
 
-    def past(self, layer: int, query: torch.Tensor | None = None) -> PagedKV:
-        """The paged past of the current chunk for ``layer``: all of it, or with a page
-        budget the pages :meth:`select_pages` keeps (``query [B, H, T, D]`` scores them)."""
-        table, length = self.tables[layer], self.start
-        if self.page_budget is not None and query is not None:
+    @property
+    def device_bytes(self) -> int:
+        """Bytes of page memory on the compute device: the stager's slots with offload,
+        else the pools themselves."""
+        return self.stager.bytes if self.stager is not None else self.bytes
+
+    def past_pages(self, layer: int, query: torch.Tensor | None = None) -> torch.Tensor | None:
+        """Physical page ids of the current chunk's past for ``layer`` (all past pages, or
+        with a page budget the ones :meth:`select_pages` keeps; ``query [B, H, T, D]``
+        scores them, ``None`` when the choice is not made yet)."""
+        n_past = self.start // self.layout.page_size
+        table = self.tables[layer][:n_past]
+        if self.page_budget is None:
+            return table
+        chosen = self.selections.get((layer, self.start))
+        if chosen is None:
+            if query is None:
+                return None
             chosen = self.select_pages(layer, query)
-            table, length = table[chosen], int(chosen.numel()) * self.layout.page_size
+        return table[chosen]
+
+    def past(
+        self, layer: int, query: torch.Tensor | None = None, grads: bool = False
+    ) -> PagedKV | None:
+        """The paged past of the current chunk for ``layer`` (``None`` for the first
+        chunk), staged on the compute device when pages are offloaded."""
+        pages = self.past_pages(layer, query)
+        if pages is None or pages.numel() == 0:
+            return None
+        length = int(pages.numel()) * self.layout.page_size
+        if self.stager is not None:
+            return self.stager.acquire(layer, pages, length, grads)
         return PagedKV(
             self.pools["k"].storage,
             self.pools["v"].storage,
-            table,
+            pages,
             length,
             self.pools["gk"].storage,
             self.pools["gv"].storage,
             block_tokens=self.block_tokens,
         )
+
+    def done(self, layer: int, backward: bool) -> None:
+        """An attention call finished queuing its work: release the slot and prefetch
+        what the next call will need (next layer forward, previous layer backward)."""
+        if self.stager is None:
+            return
+        self.stager.release(grads_written=backward)
+        if backward:
+            target: tuple[int, bool] | None = (layer - 1, True) if layer > 0 else None
+        elif layer + 1 < self.num_layers:
+            target = (layer + 1, False)
+        elif self.record:
+            target = (layer, True)  # the backward starts with the last layer
+        else:
+            target = None
+            if self.next_start is not None and self.page_budget is None:
+                n_past = self.next_start // self.layout.page_size
+                self.stager.prefetch(0, self.tables[0][:n_past], False)
+        if target is not None:
+            pages = self.past_pages(target[0])
+            if pages is not None:
+                self.stager.prefetch(target[0], pages, target[1])
+
+    def sync(self) -> None:
+        """Wait for gradient pages to be back in host memory (before reading them)."""
+        if self.stager is not None:
+            self.stager.synchronize()
 
     def store_summaries(self, layer: int, key: torch.Tensor) -> None:
         """Mean-pooled key of every page the chunk ``key [B, H_kv, T, D]`` fills."""
@@ -157,7 +230,7 @@ def chunk_attention_forward(
         raise ValueError("attention dropout must be 0 for exact chunk-recurrent gradients")
     layer = cast(int, module.layer_idx)
     q, k, v = query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
-    out = paged_chunk_attention(q, k, v, state.past(layer, query), scaling)
+    out = _PagedAttention.apply(q, k, v, state, layer, scaling)
     if state.record:
         state.recorded[layer] = (k, v)
     else:
@@ -166,10 +239,46 @@ def chunk_attention_forward(
         table = state.tables[layer]
         for role, x in (("k", key), ("v", value)):
             storage = state.pools[role].storage
-            paged_scatter(
-                storage, table, state.start, x.detach().to(storage.device, non_blocking=True)
-            )
+            # a blocking copy: the pages must hold the values before anything reads them
+            paged_scatter(storage, table, state.start, x.detach().to(storage.device))
     return out, None
+
+
+class _PagedAttention(torch.autograd.Function):
+    """Attention of one layer over the current chunk and its paged past.
+
+    The past is fetched from :class:`ChunkState` in the forward *and again* in the
+    backward (with gradient pages), so offloaded pages need not stay on the device
+    between the two.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        state: ChunkState,
+        layer: int,
+        scale: float | None,
+    ) -> torch.Tensor:
+        past = state.past(layer, q.transpose(1, 2))
+        out, lse = paged_chunk_attention_forward(q, k, v, past, scale, state.backend)
+        state.done(layer, backward=False)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.state, ctx.layer, ctx.scale = state, layer, scale
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        q, k, v, out, lse = ctx.saved_tensors
+        state: ChunkState = ctx.state
+        past = state.past(ctx.layer, grads=True)
+        dq, dk, dv = paged_chunk_attention_backward(
+            q, k, v, out, lse, grad_out, past, ctx.scale, state.backend
+        )
+        state.done(ctx.layer, backward=True)
+        return dq, dk, dv, None, None, None
 
 
 def _no_mask(*args: Any, **kwargs: Any) -> None:

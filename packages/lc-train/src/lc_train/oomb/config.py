@@ -17,7 +17,15 @@ class ChunkRecurrentConfig:
         block_tokens: past tokens attended per block inside a chunk; bounds the
             ``chunk x block`` score matrix (a multiple of ``page_size``).
         offload: keep KV and KV-gradient pages in host memory (pinned when CUDA is present)
-            and stream blocks to the device; on a CPU-only machine this changes nothing.
+            and stage the past pages of ``resident_layers`` layers on the compute device,
+            prefetching the next attention call's pages on a side CUDA stream while the
+            current one computes (:mod:`lc_train.oomb.offload`). On a CPU-only machine
+            the same staging runs with synchronous copies and gives identical results.
+        resident_layers: with ``offload``, how many layers' past pages are on the device
+            at once (paper: 2, one computing while the next loads); at least 2.
+        attention_backend: kernel of the attention over the paged past: ``"auto"``
+            (Triton on CUDA when the pages are on the GPU, which ``offload`` arranges by
+            staging; the PyTorch reference otherwise), ``"triton"`` or ``"torch"``.
         page_budget: page-level sparse attention: each chunk attends to at most this many
             pages of its past (plus itself), chosen per layer by page-summary scores.
             ``None`` (default) attends to the whole past: exact training. The paper's
@@ -34,6 +42,8 @@ class ChunkRecurrentConfig:
     page_size: int = 128
     block_tokens: int = 1024
     offload: bool = False
+    resident_layers: int = 2
+    attention_backend: str = "auto"
     page_budget: int | None = None
     sink_pages: int = 1
     local_pages: int = 2
@@ -55,6 +65,20 @@ class ChunkRecurrentConfig:
             raise ValueError(
                 f"ChunkRecurrentConfig.chunk_size ({self.chunk_size}) must be a multiple of "
                 f"page_size ({self.page_size}) so that chunks start on page boundaries"
+            )
+        if (
+            not isinstance(self.resident_layers, int)
+            or isinstance(self.resident_layers, bool)
+            or self.resident_layers < 2
+        ):
+            raise ValueError(
+                f"ChunkRecurrentConfig.resident_layers must be an int >= 2, got "
+                f"{self.resident_layers!r}"
+            )
+        if self.attention_backend not in ("auto", "triton", "torch"):
+            raise ValueError(
+                f"ChunkRecurrentConfig.attention_backend must be 'auto', 'triton' or 'torch', "
+                f"got {self.attention_backend!r}"
             )
         for name in ("sink_pages", "local_pages"):
             value = getattr(self, name)

@@ -26,6 +26,7 @@ from lc_kernels.paged import PageLayout, paged_gather
 from lc_train.oomb.attention import _ACTIVE, ATTN_NAME, ChunkState, register
 from lc_train.oomb.checks import check_run
 from lc_train.oomb.config import ChunkRecurrentConfig
+from lc_train.oomb.offload import StagerStats
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -39,6 +40,10 @@ class ChunkRecurrentResult:
         loss: mean next-token cross-entropy over all target tokens (a detached scalar).
         num_targets: number of target tokens the mean is taken over.
         kv_bytes: bytes of the paged key/value and key/value-gradient memory.
+        device_kv_bytes: bytes of page memory on the compute device: equal to
+            ``kv_bytes`` without offload, the staging slots with it.
+        offload_stats: with offload, counters of the page stager (attention calls,
+            calls served by a prefetch, pages copied to and from the device).
         page_selections: with a page budget, ``{(layer, chunk_start): past page ids}`` of
             the pages each chunk attended to (ascending); ``None`` for exact training.
     """
@@ -46,6 +51,8 @@ class ChunkRecurrentResult:
     loss: torch.Tensor
     num_targets: int
     kv_bytes: int
+    device_kv_bytes: int = 0
+    offload_stats: StagerStats | None = None
     page_selections: dict[tuple[int, int], list[int]] | None = None
 
 
@@ -137,6 +144,9 @@ def chunk_recurrent_backward(
         page_budget=config.page_budget,
         sink_pages=config.sink_pages,
         local_pages=config.local_pages,
+        compute_device=device,
+        resident_layers=config.resident_layers if config.offload else None,
+        backend=config.attention_backend,
     )
     chunks = [
         (s, min(s + config.chunk_size, seq_len)) for s in range(0, seq_len, config.chunk_size)
@@ -148,14 +158,16 @@ def chunk_recurrent_backward(
     try:
         with _attention_swapped(model):
             with torch.no_grad():  # pass 1: fill the KV pages
-                for start, end in chunks:
+                for i, (start, end) in enumerate(chunks):
                     state.start = start
+                    state.next_start = chunks[i + 1][0] if i + 1 < len(chunks) else None
                     base(
                         input_ids=input_ids[:, start:end],
                         position_ids=positions[:, start:end],
                         use_cache=False,
                     )
             state.record = True
+            state.next_start = None
             for start, end in reversed(chunks):  # pass 2: recompute and back-propagate
                 state.start = start
                 state.recorded.clear()
@@ -175,6 +187,7 @@ def chunk_recurrent_backward(
                     / num_targets
                 )
                 surrogate = loss
+                state.sync()  # gradient pages written back by the later chunks
                 for layer, (k, v) in state.recorded.items():
                     table = state.tables[layer]
                     gk = paged_gather(state.pools["gk"].storage, table, start, end).to(device)
@@ -192,5 +205,10 @@ def chunk_recurrent_backward(
     if config.page_budget is not None:
         selections = {key: ids.tolist() for key, ids in sorted(state.selections.items())}
     return ChunkRecurrentResult(
-        loss=total, num_targets=num_targets, kv_bytes=state.bytes, page_selections=selections
+        loss=total,
+        num_targets=num_targets,
+        kv_bytes=state.bytes,
+        device_kv_bytes=state.device_bytes,
+        offload_stats=state.stager.stats if state.stager is not None else None,
+        page_selections=selections,
     )
