@@ -51,7 +51,9 @@ def test_copy_constrained_memory_is_spans_of_chunk_and_previous_memory(
     tiny_backend, document
 ) -> None:
     """Every line of every memory is a substring of that chunk's text or of the old memory."""
-    cfg = replace(MemAgentConfig(chunk_tokens=48, memory_tokens=20), max_spans=None)
+    cfg = replace(
+        MemAgentConfig(chunk_tokens=48, memory_tokens=20), max_spans=None, memory_mode="generate"
+    )
     agent = MemAgent(tiny_backend, cfg)
     tok = tiny_backend.tokenizer
     chunks = split_tokens(tok.encode(document, add_special_tokens=False), 48)
@@ -73,7 +75,10 @@ def test_copy_constrained_memory_is_spans_of_chunk_and_previous_memory(
 def test_copy_decoding_emits_token_spans(tiny_backend) -> None:
     """At the token level the generated memory ids are spans of the chunk ids."""
     tok = tiny_backend.tokenizer
-    agent = MemAgent(tiny_backend, replace(MemAgentConfig(memory_tokens=20), max_spans=None))
+    agent = MemAgent(
+        tiny_backend,
+        replace(MemAgentConfig(memory_tokens=20), max_spans=None, memory_mode="generate"),
+    )
     chunk = tok.encode("The river number is 5471234. Quiet golden stone.", add_special_tokens=False)
     captured = {}
     original = tiny_backend.generate_ids

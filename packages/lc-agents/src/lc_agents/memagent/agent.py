@@ -8,9 +8,13 @@ question ``q``::
     answer = answer(q, m_K)
 
 so time is linear and memory constant in the document length. With a backend that
-supports constraints (the local backend), the memory update can be copy-constrained:
-its tokens must be spans of ``c_k`` or ``m_{k-1}`` (:mod:`lc_agents.constrained`), and a
-reply equal to the keep word leaves the memory unchanged.
+supports constraints (the local backend) the memory holds verbatim text only: by default
+(``memory_mode="score"``) ``m_k`` is the set of sentences of ``m_{k-1}`` and ``c_k``
+that most raise the model's likelihood of ``q`` (:mod:`lc_agents.memagent.scoring`),
+best first, within the token budget; with ``memory_mode="generate"`` the model writes
+``m_k`` by copy-constrained generation, its tokens spans of ``c_k`` or ``m_{k-1}``
+(:mod:`lc_agents.constrained`), and a reply equal to the keep word leaves the memory
+unchanged.
 
 Example:
     >>> from lc_agents import LocalBackend, MemAgent
@@ -34,6 +38,7 @@ from lc_agents.constrained import SpanCopyConstraint
 from lc_agents.errors import EmptyReplyError, InputError
 from lc_agents.memagent.checkpoint import Checkpoint, MemoryStep
 from lc_agents.memagent.config import MemAgentConfig
+from lc_agents.memagent.scoring import QuestionScorer
 
 __all__ = ["MemAgent", "MemAgentResult", "split_tokens"]
 
@@ -106,6 +111,15 @@ class MemAgent:
         self._local = bool(getattr(backend, "supports_constraints", False)) and hasattr(
             backend, "generate_ids"
         )
+        self._scorer: QuestionScorer | None = None
+        model = getattr(backend, "model", None)
+        if (
+            self._local
+            and self.config.copy_memory
+            and self.config.memory_mode == "score"
+            and model is not None
+        ):
+            self._scorer = QuestionScorer(model, self.tokenizer)
 
     # ------------------------------------------------------------------ public API
     def run(
@@ -144,6 +158,8 @@ class MemAgent:
         if state is None:
             state = Checkpoint(fingerprint=fp, n_chunks=len(chunks), memory="")
         resumed_from = state.next_chunk
+        if self._scorer is not None:
+            self._scorer.clear()
         bar = _Progress(len(chunks), resumed_from, enabled=progress)
         try:
             for k in range(resumed_from, len(chunks)):
@@ -174,6 +190,8 @@ class MemAgent:
     def update(self, question: str, memory: str, chunk_ids: Sequence[int]) -> tuple[str, bool]:
         """One memory update: returns ``(new_memory, kept)`` for the chunk's token ids."""
         cfg = self.config
+        if self._scorer is not None:
+            return self._select(question, memory, chunk_ids)
         shown = memory if memory else cfg.initial_memory
         if self._local:
             constraint = None
@@ -226,8 +244,14 @@ class MemAgent:
             prompt = self._prompt_ids(cfg.prompts.answer, question=question, memory=shown)
             constraint = None
             if cfg.copy_answer and memory:
+                lines = [line for line in memory.split("\n") if line.strip()]
+                if self._scorer is not None:
+                    lines = lines[:1]  # scored memories are kept best first
+                    forced = self._forced_copy(lines[0])
+                    if forced is not None:
+                        return forced
                 constraint = SpanCopyConstraint(
-                    [self._encode(line) for line in memory.split("\n") if line.strip()],
+                    [self._encode(line) for line in lines],
                     end_ids=self.backend.end_ids,  # type: ignore[attr-defined]
                     max_spans=1,
                     boundary_ids=self._sentence_end_ids() if cfg.whole_sentences else None,
@@ -243,7 +267,58 @@ class MemAgent:
             raise EmptyReplyError("the model returned an empty answer")
         return reply
 
+    def scores(self, question: str, lines: Sequence[str]) -> list[float]:
+        """The model's question-likelihood score of each line (nats; see ``scoring``).
+
+        Raises:
+            ValueError: the agent does not score (not ``memory_mode="score"`` with a local
+                backend and ``copy_memory``).
+        """
+        if self._scorer is None:
+            raise ValueError(
+                "this MemAgent does not score sentences: it needs memory_mode='score', "
+                "copy_memory=True and a local backend with a model"
+            )
+        return self._scorer.score(question, lines)
+
     # ------------------------------------------------------------------ internals
+    def _select(self, question: str, memory: str, chunk_ids: Sequence[int]) -> tuple[str, bool]:
+        """Score-mode update: keep the best-scoring sentences of memory + chunk in budget."""
+        assert self._scorer is not None
+        candidates = self._candidates(question, chunk_ids, sentences=True)
+        new = [self.tokenizer.decode(c, skip_special_tokens=True).strip() for c in candidates]
+        new = [line for line in new if line]
+        if not new:
+            return memory, True
+        old = [line.strip() for line in memory.split("\n") if line.strip()]
+        pool = list(dict.fromkeys([*old, *new]))
+        scores = self._scorer.score(question, pool)
+        # best first; ties keep the earlier line (the memory before the chunk)
+        order = sorted(range(len(pool)), key=lambda i: -scores[i])
+        kept: list[str] = []
+        for i in order:
+            if len(self._encode("\n".join([*kept, pool[i]]))) <= self.config.memory_tokens:
+                kept.append(pool[i])
+        if not kept:  # the best sentence alone is over budget: keep its head
+            kept = [self._fit_budget(pool[order[0]])]
+        updated = "\n".join(kept)
+        return updated, updated == memory
+
+    def _forced_copy(self, line: str) -> str | None:
+        """``line`` if a whole-sentence copy of it can only be ``line`` itself, else None.
+
+        With ``whole_sentences`` a copied span starts at the start of the line or after a
+        sentence end and stops only after one; a line with no sentence end before its last
+        token therefore admits exactly one non-empty copy, so no decoding is needed.
+        """
+        if not self.config.whole_sentences:
+            return None
+        ends = set(self._sentence_end_ids())
+        ids = self._encode(line)
+        if not ids or any(t in ends for t in ids[:-1]):
+            return None
+        return line.strip()
+
     def _encode(self, text: str) -> list[int]:
         return [int(t) for t in self.tokenizer.encode(text, add_special_tokens=False)]
 
@@ -267,25 +342,32 @@ class MemAgent:
         before, after = rendered.split(_SENTINEL)
         return [*self._encode(before), *chunk, *self._encode(after)]
 
-    def _candidates(self, question: str, chunk_ids: Sequence[int]) -> list[list[int]]:
-        """The chunk's sentences (token ids) that may be copied into the memory."""
-        if not self.config.whole_sentences and self.config.min_overlap == 0:
+    def _candidates(
+        self, question: str, chunk_ids: Sequence[int], *, sentences: bool = False
+    ) -> list[list[int]]:
+        """The chunk's sentences (token ids) that may be copied into the memory.
+
+        Sentences are returned when ``whole_sentences`` or ``min_overlap`` is set, or
+        ``sentences`` is true; otherwise the whole chunk is the one candidate.
+        """
+        split = sentences or self.config.whole_sentences or self.config.min_overlap > 0
+        if not split:
             return [list(chunk_ids)]
         ends = set(self._sentence_end_ids())
-        sentences: list[list[int]] = [[]]
+        parts: list[list[int]] = [[]]
         for t in chunk_ids:
-            sentences[-1].append(int(t))
+            parts[-1].append(int(t))
             if t in ends:
-                sentences.append([])
-        sentences = [s for s in sentences if s]
+                parts.append([])
+        parts = [p for p in parts if p]
         if self.config.min_overlap == 0:
-            return sentences
+            return parts
         words = _content_words(question)
         need = min(self.config.min_overlap, len(words))
         return [
-            s
-            for s in sentences
-            if len(words & _content_words(self.tokenizer.decode(s))) >= max(need, 1)
+            p
+            for p in parts
+            if len(words & _content_words(self.tokenizer.decode(p))) >= max(need, 1)
         ]
 
     def _sentence_end_ids(self) -> list[int]:

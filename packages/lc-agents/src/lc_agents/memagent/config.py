@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, fields
 
 __all__ = ["MemAgentConfig", "MemAgentPrompts"]
 
+MEMORY_MODES = ("score", "generate")
 _UPDATE_FIELDS = ("question", "memory", "chunk")
 _ANSWER_FIELDS = ("question", "memory")
 
@@ -70,15 +71,23 @@ class MemAgentConfig:
     """Sizes and decoding choices of MemAgent.
 
     The defaults are tuned for the embedded SmolLM2-135M-Instruct (8K window): 1024-token
-    chunks, a 64-token memory, and *copy-constrained* memory and answer decoding, so that
-    the small model can only write spans of the text it has read (see
-    :mod:`lc_agents.constrained`). :meth:`paper` gives the paper's setting (5000-token
+    chunks, a 64-token memory of verbatim sentences chosen by the model's question
+    likelihood (``memory_mode="score"``, see :mod:`lc_agents.memagent.scoring`) and a
+    copy-constrained answer, so that the small model can only keep and answer with text
+    it has read (see :mod:`lc_agents.constrained`). :meth:`paper` gives the paper's setting (5000-token
     chunks, 1024-token memory, free generation), meant for capable models.
 
     Attributes:
         chunk_tokens: tokens of the document per chunk (> 0).
         memory_tokens: token budget of the memory (> 0); longer memories are cut.
         answer_tokens: cap on the tokens of the final answer (> 0).
+        memory_mode: how the memory is updated with a local backend and ``copy_memory``:
+            ``"score"`` keeps the sentences (of the previous memory and the chunk's
+            candidates) that most raise the model's likelihood of the question, best first,
+            within ``memory_tokens``, and the answer is copied from the best one;
+            ``"generate"`` lets the model write the new memory by copy-constrained
+            generation (at most ``max_spans`` spans). Backends without constraints always
+            generate free text.
         copy_memory: constrain memory updates to spans of the chunk and previous memory
             (needs a backend with ``supports_constraints``; others fall back to free text).
         copy_answer: constrain the final answer to one span of the memory (one whole
@@ -97,6 +106,7 @@ class MemAgentConfig:
     chunk_tokens: int = 1024
     memory_tokens: int = 64
     answer_tokens: int = 48
+    memory_mode: str = "score"
     copy_memory: bool = True
     copy_answer: bool = True
     max_spans: int | None = 2
@@ -111,6 +121,11 @@ class MemAgentConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"MemAgentConfig.{name} must be an integer >= 1, got {value!r}")
+        if self.memory_mode not in MEMORY_MODES:
+            raise ValueError(
+                f"MemAgentConfig.memory_mode must be one of {list(MEMORY_MODES)}, "
+                f"got {self.memory_mode!r}"
+            )
         if self.min_overlap < 0:
             raise ValueError(f"MemAgentConfig.min_overlap must be >= 0, got {self.min_overlap}")
         if self.max_spans is not None and self.max_spans < 1:
@@ -129,6 +144,7 @@ class MemAgentConfig:
             chunk_tokens=5000,
             memory_tokens=1024,
             answer_tokens=256,
+            memory_mode="generate",
             copy_memory=False,
             copy_answer=False,
             max_spans=None,
@@ -143,6 +159,7 @@ class MemAgentConfig:
         return cls(
             chunk_tokens=chunk_tokens,
             memory_tokens=memory_tokens,
+            memory_mode="generate",
             copy_memory=False,
             copy_answer=False,
         )
