@@ -3,11 +3,11 @@
 For a question ``q`` and a sentence ``s`` the score is the pointwise mutual information
 the language model assigns between them,
 
-    score(s) = log p(q | "Note: " s "\\nQuestion: ") - log p(q | "Note:\\nQuestion: ")
+    score(s) = log p("\\nQuestion: " q | "Note: " s) - log p("\\nQuestion: " q | "Note:")
 
-(summed over the question's tokens, in nats). A sentence that names the key the question
-asks about (``... for huge-canyon is: 5081235.`` for *What is the number for
-huge-canyon?*) makes the question much more predictable than a sentence about another
+(summed over the tokens of the question line, in nats). A sentence that names the key
+the question asks about (``... for huge-canyon is: 5081235.`` for *What is the number
+for huge-canyon?*) makes the question much more predictable than a sentence about another
 key, so the score separates the needle from distractor needles that share every other
 word. This is classic query-likelihood retrieval with the agent's LM as the scorer; the
 subtracted baseline is constant per question, so it changes no ranking, only makes the
@@ -18,8 +18,14 @@ Example:
     >>> from lc_agents.memagent.scoring import QuestionScorer
     >>> backend = LocalBackend()  # doctest: +SKIP
     >>> scorer = QuestionScorer(backend.model, backend.tokenizer)  # doctest: +SKIP
-    >>> scorer.score("What is the key for oak?", ["The key for oak is 12."])  # doctest: +SKIP
-    [9.3]
+    >>> question = "What is the special magic number for huge-canyon?"
+    >>> notes = [
+    ...     "One of the special magic numbers for huge-canyon is: 5081235.",
+    ...     "One of the special magic numbers for rude-carriage is: 6456336.",
+    ... ]
+    >>> first, second = scorer.score(question, notes)  # doctest: +SKIP
+    >>> first > second + 5  # nats: the asked key wins  # doctest: +SKIP
+    True
 """
 
 from __future__ import annotations
