@@ -2,14 +2,14 @@
 agreement on held-out long inputs (training-free: the role map comes from
 ``lychee_train.py``, learned on other items and a shorter length).
 
-Per item, the prompt is prefilled once (dense, as LycheeDecode does); then from the
-same prefix cache: (1) full attention decodes greedily (reference answer); (2) each
+Per item, the prompt is prefilled once (dense, as LycheeDecode does) into a
+``PreallocatedCache``; then from the same prefix cache (cropped back after each pass): (1) full attention decodes greedily (reference answer); (2) each
 sparse variant decodes greedily (its NIAH answer); (3) each variant is teacher-forced
 along the reference tokens and its argmax compared with the reference (next-token
 agreement). Variants: the learned role map, and a random role map with the same
 number of retrieval heads per run (ablation). Writes ``quality.json`` / ``quality.png``.
 
-    nice uv run python benchmarks/lychee_quality.py --lengths 4096 7680 --n 6
+    nice -n 10 uv run python benchmarks/lychee_quality.py --lengths 4096 8192 --n 10
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from lychee_common import OUT, ROLES, machine, task_ids
 
-from lc_attention.lychee import RoleMap, disable_lychee, enable_lychee
+from lc_attention.lychee import PreallocatedCache, RoleMap, disable_lychee, enable_lychee
 
 
 def random_roles(rm: RoleMap, seed: int) -> RoleMap:
@@ -48,7 +48,7 @@ def _decode(model, cache, first: torch.Tensor, steps: int, forced: torch.Tensor 
     preds = []
     with torch.no_grad():
         for i in range(steps):
-            logits = model(tok, past_key_values=cache, use_cache=True).logits[:, -1]
+            logits = model(tok, cache=cache, use_cache=True).logits[:, -1]
             pred = logits.argmax(-1, keepdim=True)
             preds.append(pred)
             tok = forced[:, i : i + 1] if forced is not None else pred
@@ -58,8 +58,8 @@ def _decode(model, cache, first: torch.Tensor, steps: int, forced: torch.Tensor 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lengths", type=int, nargs="+", default=[4096, 7680])
-    ap.add_argument("--n", type=int, default=6, help="NIAH items per length")
+    ap.add_argument("--lengths", type=int, nargs="+", default=[4096, 8192])
+    ap.add_argument("--n", type=int, default=10, help="NIAH items per length")
     ap.add_argument("--steps", type=int, default=16, help="decode steps per item")
     ap.add_argument("--topk", type=int, nargs="+", default=[256])
     ap.add_argument("--threads", type=int, default=2)
@@ -82,9 +82,9 @@ def main() -> None:
         stats: dict[str, dict[str, float]] = {}
         for seed in tqdm(range(args.n), desc=f"len {length}"):
             ids, answers = task_ids(tok, "niah_single", length, seed=5000 + seed)
+            cache = PreallocatedCache(config=model.config, capacity=ids.shape[1] + args.steps)
             with torch.no_grad():
-                out = model(ids[:, :-1], use_cache=True)
-            cache = out.past_key_values
+                model(ids[:, :-1], cache=cache, use_cache=True)
             last = ids[:, -1:]
             ref = _decode(model, cache, last, args.steps)
             ref_text = tok.decode(ref[0], skip_special_tokens=True)
@@ -108,6 +108,10 @@ def main() -> None:
         for key, s in stats.items():
             row[f"acc_{key}"] = s["hits"] / args.n
             row[f"agree_{key}"] = s["agree"] / args.n
+        full_hits = stats["full"]["hits"]
+        for key, s in stats.items():
+            if key != "full":
+                row[f"acc_ratio_{key}"] = s["hits"] / full_hits if full_hits else None
         rows.append(row)
         print(row)
     result = {

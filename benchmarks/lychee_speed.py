@@ -3,19 +3,23 @@
 SmolLM2 was trained to 8K tokens, so the KV cache here is synthetic: random keys and
 values of the model's shape ([1, 3, T, 64] per layer, float32) at T = 8K, 16K, 32K, with
 the real weights and RoPE positions T (latency does not depend on the cache values).
-Both modes run in the same process on the same cache, alternating, and report the
-best of ``--reps`` steps:
+All modes run in the same process, on the same kind of cache, interleaved step by step
+(mode A, mode B, ... then again), and each reports the best of ``--reps`` repetitions of
+``--steps`` consecutive greedy decode steps (the cache grows, then is cropped back):
 
-- ``step``: one full ``model(token, past_key_values=cache)`` decode step (Hugging Face
-  ``DynamicCache``, whose append copies the whole cache with ``torch.cat`` every step,
-  in both modes);
-- ``attention``: the attention computation alone summed over the 30 layers (SDPA
-  over the whole cache vs ``hybrid_decode_attention`` with the learned roles);
-- ``append``: the ``DynamicCache`` append of one token over all layers (shared cost).
+- ``full_sdpa``: the model's own SDPA attention over a ``PreallocatedCache`` (in-place
+  append, no per-step copy of the cache);
+- ``full_dense``: our decode path with every head a retrieval head and no top-k, over the
+  same cache: dense attention with the same batched matmuls LycheeDecode uses;
+- ``lychee``: LycheeDecode with the learned role map, same cache;
+- ``full_dynamic``: SDPA over Hugging Face's ``DynamicCache`` (``torch.cat`` copies the
+  whole cache every step), for reference.
 
-Writes ``speed.json`` / ``speed.png`` under ``docs/benchmarks/lc-attention-lychee/``.
+Attention alone (the 30 layers' attention computation on the same cache, no weights) is
+timed the same way: SDPA, the dense path and the hybrid path. Writes ``speed.json`` /
+``speed.png`` under ``docs/benchmarks/lc-attention-lychee/``.
 
-    nice uv run python benchmarks/lychee_speed.py --lengths 8192 16384 32768
+    nice -n 10 uv run python benchmarks/lychee_speed.py --lengths 8192 16384 32768
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import statistics
 import sys
 import time
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -32,80 +38,132 @@ import torch.nn.functional as F
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from lychee_common import OUT, ROLES, machine
 
-from lc_attention.lychee import RoleMap, disable_lychee, enable_lychee, hybrid_decode_attention
+from lc_attention.lychee import PreallocatedCache, RoleMap, disable_lychee, enable_lychee
+from lc_attention.lychee.attention import decode_step, head_plan
 from lc_attention.lychee.hf import _publish_plan
 
+MODES = ("full_sdpa", "full_dense", "lychee", "full_dynamic")
 
-def _best(fn, reps: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
+
+def _fill(cache, kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    for layer, (k, v) in enumerate(kv):
+        cache.update(k, v, layer)
+
+
+def _interleaved(
+    fns: dict[str, Callable[[], None]], reps: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Run each function once (warm-up), then ``reps`` rounds of all, interleaved.
+
+    Returns ``(wall, cpu)`` seconds per run: wall clock, and the CPU time of the calling
+    thread (with one torch thread all compute runs there, so time the scheduler gives to
+    other processes on a shared machine is not counted).
+    """
+    for fn in fns.values():
         fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    wall: dict[str, list[float]] = {name: [] for name in fns}
+    cpu: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            c0, t0 = time.thread_time(), time.perf_counter()
+            fn()
+            wall[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.thread_time() - c0)
+    return wall, cpu
 
 
-def _measure(model, rm: RoleMap, t: int, topk: int, reps: int) -> dict[str, float]:
+def _measure(model, rm: RoleMap, t: int, args) -> dict:
     """Time one cache length ``t`` (synthetic cache, real weights)."""
     from transformers import DynamicCache
 
     cfg = model.config
     layers, hq, hkv = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads
     d = cfg.hidden_size // hq
+    g = torch.Generator().manual_seed(t)
+    kv = [
+        (torch.randn(1, hkv, t, d, generator=g), torch.randn(1, hkv, t, d, generator=g))
+        for _ in range(layers)
+    ]
+    pre = PreallocatedCache(config=cfg, capacity=t + args.steps + 1)
+    _fill(pre, kv)
+    dyn = None
+    if not args.no_dynamic:
+        dyn = DynamicCache(config=cfg)
+        _fill(dyn, kv)
+    del kv
+    everyone = RoleMap.from_model(model)
+    tok = torch.tensor([[42]])
+
+    def decode(cache, roles: RoleMap | None) -> Callable[[], None]:
+        def run() -> None:
+            handle = enable_lychee(model, roles, topk=args.topk) if roles is not None else None
+            try:
+                ids = tok
+                with torch.no_grad():
+                    for _ in range(args.steps):
+                        logits = model(ids, cache=cache, use_cache=True).logits
+                        ids = logits[:, -1:].argmax(-1)
+            finally:
+                if handle is not None:
+                    disable_lychee(model)
+                cache.crop(-args.steps)
+
+        return run
+
+    fns = {
+        "full_sdpa": decode(pre, None),
+        "full_dense": decode(pre, everyone),
+        "lychee": decode(pre, rm),
+    }
+    if dyn is not None:
+        fns["full_dynamic"] = decode(dyn, None)
+    step_wall, step_cpu = _interleaved(fns, args.reps)
+
+    # attention alone: the 30 layers' attention over the preallocated cache
     roles = [list(r) for r in rm.retrieval]
     publish = _publish_plan(roles, [True] * layers)
-    tok = torch.tensor([[42]])
-    g = torch.Generator().manual_seed(t)
-    cache = DynamicCache()
-    kv = []
-    for layer in range(layers):
-        k = torch.randn(1, hkv, t, d, generator=g)
-        v = torch.randn(1, hkv, t, d, generator=g)
-        cache.update(k, v, layer)
-        kv.append((k, v))
+    plans = [head_plan(roles[i], publish[i], hq, hkv) for i in range(layers)]
+    dense = head_plan([True] * hq, [False] * hq, hq, hkv)
     q = torch.randn(1, hq, d, generator=g)
+    cache_kv = [(layer.keys, layer.values) for layer in pre.layers]
+    idx = torch.zeros(1, hq, args.topk, dtype=torch.long)
 
-    def step() -> None:
+    def att_sdpa() -> None:
         with torch.no_grad():
-            model(tok, past_key_values=cache, use_cache=True)
-        cache.crop(-1)
-
-    def append() -> None:
-        for layer in range(layers):
-            cache.update(torch.zeros(1, hkv, 1, d), torch.zeros(1, hkv, 1, d), layer)
-        cache.crop(-1)
-
-    def attn_full() -> None:
-        with torch.no_grad():
-            for k, v in kv:
+            for k, v in cache_kv:
                 F.scaled_dot_product_attention(q[:, :, None], k, v, enable_gqa=True)
 
-    def attn_lychee() -> None:
-        idx = None
+    def att_dense() -> None:
         with torch.no_grad():
-            for layer, (k, v) in enumerate(kv):
-                _, idx = hybrid_decode_attention(
-                    q, k.transpose(1, 2), v.transpose(1, 2), retrieval=roles[layer],
-                    indices=idx, topk=topk, publish=publish[layer],
+            for k, v in cache_kv:
+                decode_step(dense, q, k.transpose(1, 2), v.transpose(1, 2), indices=None, topk=1)
+
+    def att_lychee() -> None:
+        with torch.no_grad():
+            for plan, (k, v) in zip(plans, cache_kv, strict=True):
+                decode_step(
+                    plan, q, k.transpose(1, 2), v.transpose(1, 2), indices=idx,
+                    topk=args.topk, block_size=args.block_size, out_indices=idx,
                 )  # fmt: skip
 
-    full_step = _best(step, reps)
-    enable_lychee(model, rm, topk=topk)
-    try:
-        lychee_step = _best(step, reps)
-    finally:
-        disable_lychee(model)
-    row = {
-        "length": t,
-        "step_s_full": full_step,
-        "step_s_lychee": lychee_step,
-        "attention_s_full": _best(attn_full, reps),
-        "attention_s_lychee": _best(attn_lychee, reps),
-        "append_s": _best(append, reps),
-    }
-    row["step_speedup"] = row["step_s_full"] / row["step_s_lychee"]
-    row["attention_speedup"] = row["attention_s_full"] / row["attention_s_lychee"]
+    att_wall, att_cpu = _interleaved(
+        {"full_sdpa": att_sdpa, "full_dense": att_dense, "lychee": att_lychee}, args.reps
+    )
+    # primary numbers: thread CPU time with one thread (robust to other jobs), else wall
+    step_main, att_main = (step_cpu, att_cpu) if args.threads == 1 else (step_wall, att_wall)
+    row: dict = {"length": t}
+    for name in step_wall:
+        row[f"step_s_{name}"] = min(step_main[name]) / args.steps
+        row[f"step_s_{name}_wall"] = min(step_wall[name]) / args.steps
+        row[f"step_s_{name}_wall_median"] = statistics.median(step_wall[name]) / args.steps
+    for name in att_wall:
+        row[f"attention_s_{name}"] = min(att_main[name])
+        row[f"attention_s_{name}_wall"] = min(att_wall[name])
+    best_full = min(row["step_s_full_sdpa"], row["step_s_full_dense"])
+    row["step_speedup"] = best_full / row["step_s_lychee"]
+    row["step_speedup_vs_sdpa"] = row["step_s_full_sdpa"] / row["step_s_lychee"]
+    best_att = min(row["attention_s_full_sdpa"], row["attention_s_full_dense"])
+    row["attention_speedup"] = best_att / row["attention_s_lychee"]
     return row
 
 
@@ -113,8 +171,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=int, nargs="+", default=[8192, 16384, 32768])
     ap.add_argument("--topk", type=int, default=256)
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--block-size", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=4, help="decode steps per repetition")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--no-dynamic", action="store_true", help="skip the DynamicCache row")
     ap.add_argument("--roles", type=pathlib.Path, default=ROLES)
     ap.add_argument("--out", type=pathlib.Path, default=OUT / "speed.json")
     args = ap.parse_args()
@@ -123,9 +184,14 @@ def main() -> None:
 
     model, _ = load_model()
     rm = RoleMap.load(args.roles)
+    num_kv = int(rm.fingerprint["num_kv_heads"])
+    kv_read = sum(
+        len({h // (rm.num_heads // num_kv) for h, r in enumerate(row) if r}) for row in rm.retrieval
+    )
     rows = []
+    t_start = time.perf_counter()
     for t in args.lengths:
-        rows.append(_measure(model, rm, t, args.topk, args.reps))
+        rows.append(_measure(model, rm, t, args))
         print({k: round(v, 4) if isinstance(v, float) else v for k, v in rows[-1].items()})
     result = {
         "model": "SmolLM2-135M-Instruct (embedded GGUF, float32), synthetic KV cache",
@@ -133,9 +199,23 @@ def main() -> None:
             "file": args.roles.name,
             "num_retrieval": rm.num_retrieval,
             "num_heads": rm.num_heads_total,
+            "kv_head_reads": kv_read,
+            "kv_heads_total": rm.num_layers * num_kv,
         },
         "topk": args.topk,
+        "block_size": args.block_size,
+        "decode_steps": args.steps,
+        "reps": args.reps,
+        "timing": (
+            "best of reps, per decode step; modes interleaved in one process; "
+            + (
+                "step_s_* / attention_s_* are thread CPU time (1 torch thread), *_wall wall clock"
+                if args.threads == 1
+                else "wall clock"
+            )
+        ),
         "machine": machine(args.threads),
+        "seconds": round(time.perf_counter() - t_start, 1),
         "rows": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -145,17 +225,24 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.2))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.5, 3.4))
     xs = [r["length"] for r in rows]
-    a1.plot(xs, [1e3 * r["step_s_full"] for r in rows], "o-", label="full attention")
-    a1.plot(xs, [1e3 * r["step_s_lychee"] for r in rows], "s-", label="LycheeDecode")
-    a1.plot(xs, [1e3 * r["append_s"] for r in rows], "x:", label="DynamicCache append")
+    labels = {
+        "full_dynamic": ("full, SDPA, DynamicCache", "x:"),
+        "full_sdpa": ("full, SDPA, preallocated", "o-"),
+        "full_dense": ("full, dense path, preallocated", "d-"),
+        "lychee": ("LycheeDecode, preallocated", "s-"),
+    }
+    for name, (label, style) in labels.items():
+        key = f"step_s_{name}"
+        if all(key in r for r in rows):
+            a1.plot(xs, [1e3 * r[key] for r in rows], style, label=label)
     a1.set_ylabel("decode step (ms)")
-    a1.legend(fontsize=8)
+    a1.legend(fontsize=7)
     a2.plot(xs, [r["step_speedup"] for r in rows], "o-", label="whole step")
     a2.plot(xs, [r["attention_speedup"] for r in rows], "s-", label="attention only")
     a2.axhline(1.0, color="grey", lw=0.6)
-    a2.set_ylabel("speedup vs full attention")
+    a2.set_ylabel("speedup vs faster full attention")
     a2.legend(fontsize=8)
     for a in (a1, a2):
         a.set_xscale("log", base=2)

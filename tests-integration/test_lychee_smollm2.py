@@ -7,7 +7,7 @@ import pathlib
 import pytest
 import torch
 
-from lc_attention.lychee import RoleMap, enable_lychee, is_lychee_enabled
+from lc_attention.lychee import PreallocatedCache, RoleMap, enable_lychee, is_lychee_enabled
 
 pytestmark = pytest.mark.model
 ROLES = (
@@ -32,10 +32,15 @@ def _prompt_ids(tok, length: int, seed: int) -> torch.Tensor:
     return tok(text, return_tensors="pt").input_ids
 
 
-def _gen(model, ids, n: int):
+def _gen(model, ids, n: int, **kw):
     with torch.no_grad():
         return model.generate(
-            ids, max_new_tokens=n, do_sample=False, output_scores=True, return_dict_in_generate=True
+            ids,
+            max_new_tokens=n,
+            do_sample=False,
+            output_scores=True,
+            return_dict_in_generate=True,
+            **kw,
         )
 
 
@@ -87,3 +92,22 @@ def test_learned_role_map_fits_the_model_and_decodes(smollm2) -> None:
     assert out.sequences.shape[1] == ids.shape[1] + 6
     with torch.no_grad():
         assert torch.equal(model(ids).logits, before)
+
+
+@pytest.mark.skipif(
+    not ROLES.exists(), reason="run benchmarks/lychee_train.py to learn the role map"
+)
+def test_preallocated_cache_gives_the_dynamic_cache_outputs(smollm2) -> None:
+    """Same tokens and logits (1e-4) with the in-place cache, full and hybrid attention."""
+    model, tok = smollm2
+    ids = _prompt_ids(tok, 900, seed=3)
+    ref = _gen(model, ids, 6)
+    out = _gen(model, ids, 6, cache=PreallocatedCache(config=model.config))
+    assert torch.equal(out.sequences, ref.sequences)
+    with enable_lychee(model, RoleMap.load(ROLES), topk=128):
+        a = _gen(model, ids, 6)
+        b = _gen(model, ids, 6, cache=PreallocatedCache(config=model.config, capacity=1000))
+    assert torch.equal(a.sequences, b.sequences)
+    for x, y in ((out, ref), (a, b)):
+        diff = max(float((p - q).abs().max()) for p, q in zip(x.scores, y.scores, strict=True))
+        assert diff < 1e-4
