@@ -76,7 +76,7 @@ def main() -> None:
         opt.zero_grad()
         train_curve.append(float(loss.detach()))
         if step % 25 == 0:
-            print(f"train step {step}: loss {float(loss):.3f}", flush=True)
+            print(f"train step {step}: loss {float(loss.detach()):.3f}", flush=True)
     model.zero_grad()
     test = copy_batch(
         torch.Generator().manual_seed(10_000 + args.seed), 2, args.seq, args.period, vocab
