@@ -1,18 +1,31 @@
-"""DSSA vs dense attention on SmolLM2-135M-Instruct: NIAH accuracy and prefill time.
+"""DSSA vs dense attention, training-free: NIAH accuracy and long-text perplexity.
 
-Runs dense and DSSA side by side on the same items (one process, same machine) and
-writes ``docs/benchmarks/lc-attention-dssa/quality.json`` (and ``quality.png``).
+Runs every attention mode on the same items in one process and writes
+``docs/benchmarks/lc-attention-dssa/quality.json`` (and ``quality.png``):
 
-    uv run python benchmarks/dssa_quality.py --lengths 2048 4096 --n 4
+- NIAH: ``lc_evals.generate("niah_single")`` (essay haystack, 7-digit values), chat
+  template with the answer prefix "The special magic number for <key> mentioned in the
+  text above is" (as RULER), greedy; correct when the value appears in the reply.
+- Perplexity: essay-like text from ``lc_evals.haystack.essay_sentences``, next-token
+  NLL over all tokens and over the second half of the text (where sparse mode has
+  most keys to leave out).
+
+Modes: ``dense`` (the model's own SDPA), ``dssa`` (``DSSAConfig.small(query_block=64)``,
+the fast CPU path), ``dssa_tok`` (``DSSAConfig.small()``: per-token selection).
+
+    uv run python benchmarks/dssa_quality.py --lengths 4096 8192 --n 10 --ppl-texts 1
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import pathlib
 import platform
+import random
 import time
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -21,81 +34,139 @@ from lc_attention.dssa import DSSAConfig
 from lc_attention.hf import enable_dssa
 
 OUT = pathlib.Path(__file__).resolve().parents[1] / "docs/benchmarks/lc-attention-dssa"
+MODES = {
+    "dense": None,
+    "dssa": DSSAConfig.small(query_block=64),
+    "dssa_tok": DSSAConfig.small(),
+}
 
 
-def _ids(tok, length: int, seed: int):
+def _niah_ids(tok: Any, length: int, seed: int) -> tuple[torch.Tensor, str]:
     from lc_evals import generate, render_prompt
 
     item = generate("niah_single", n=1, length=length, seed=seed, tokenizer=tok)[0]
     msgs = [{"role": "user", "content": render_prompt(item)}]
     text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    key = item.metadata["keys"][0]
+    text += f"The special magic number for {key} mentioned in the text above is"
     return tok(text, return_tensors="pt").input_ids, item.answers[0]
 
 
-def _answer(model, tok, ids, max_new: int) -> tuple[str, float]:
-    t0 = time.perf_counter()
-    with torch.no_grad():
-        out = model.generate(ids, max_new_tokens=max_new, do_sample=False)
-    return tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True), time.perf_counter() - t0
+def _essay_ids(tok: Any, length: int, seed: int) -> torch.Tensor:
+    from lc_evals.haystack import essay_sentences
+
+    sents = essay_sentences(random.Random(seed))
+    text, n = "", 0
+    while n < length:
+        chunk = " ".join(next(sents) for _ in range(64))
+        text = f"{text} {chunk}" if text else chunk
+        n = len(tok(text).input_ids)
+    return tok(text, return_tensors="pt").input_ids[:, :length]
 
 
-def _prefill(model, ids) -> float:
-    t0 = time.perf_counter()
-    with torch.no_grad():
-        model(ids, logits_to_keep=1)
-    return time.perf_counter() - t0
+@torch.no_grad()
+def _nll(model: Any, ids: torch.Tensor) -> torch.Tensor:
+    """Per-token next-token NLL ``[L - 1]`` (LM head applied in chunks)."""
+    h = model.model(input_ids=ids).last_hidden_state[0]
+    out = []
+    for a in range(0, ids.shape[1] - 1, 1024):
+        e = min(ids.shape[1] - 1, a + 1024)
+        logits = model.lm_head(h[a:e]).float()
+        out.append(
+            torch.nn.functional.cross_entropy(logits, ids[0, a + 1 : e + 1], reduction="none")
+        )
+    return torch.cat(out)
+
+
+def _run(model: Any, cfg: DSSAConfig | None, fn: Any) -> Any:
+    if cfg is None:
+        return fn()
+    with enable_dssa(model, cfg):
+        return fn()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096])
-    ap.add_argument("--n", type=int, default=4, help="NIAH items per length")
-    ap.add_argument("--max-new", type=int, default=12)
+    ap.add_argument("--model", default=None, help="lc_agents.models.load_model name")
+    ap.add_argument("--lengths", type=int, nargs="+", default=[4096, 8192])
+    ap.add_argument("--n", type=int, default=10, help="NIAH items per length")
+    ap.add_argument("--ppl-texts", type=int, default=2, help="essay texts per length")
+    ap.add_argument("--max-new", type=int, default=10)
+    ap.add_argument("--modes", nargs="+", default=["dense", "dssa"], choices=list(MODES))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=pathlib.Path, default=OUT / "quality.json")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     from lc_agents.models import load_model
 
-    model, tok = load_model()
-    cfg = DSSAConfig.small()
-    rows = []
+    model, tok = load_model(args.model)
+    name = args.model or "SmolLM2-135M-Instruct"
+    rows: list[dict[str, Any]] = []
+    t_start = time.perf_counter()
     for length in args.lengths:
-        hits = {"dense": 0, "dssa": 0}
-        times = {"dense": 0.0, "dssa": 0.0}
-        prefill = {"dense": 0.0, "dssa": 0.0}
-        for seed in tqdm(range(args.n), desc=f"len {length}"):
-            ids, answer = _ids(tok, length, seed)
-            for mode in ("dense", "dssa"):
-                if mode == "dssa":
-                    handle = enable_dssa(model, cfg)
-                try:
-                    text, sec = _answer(model, tok, ids, args.max_new)
-                    prefill[mode] += _prefill(model, ids)
-                finally:
-                    if mode == "dssa":
-                        handle.__exit__(None, None, None)
+        hits = dict.fromkeys(args.modes, 0)
+        secs = dict.fromkeys(args.modes, 0.0)
+        replies: dict[str, list[str]] = {m: [] for m in args.modes}
+        tokens = 0
+        for seed in tqdm(range(args.n), desc=f"NIAH {length}"):
+            ids, answer = _niah_ids(tok, length, seed)
+            tokens = int(ids.shape[1])
+            for mode in args.modes:
+                t0 = time.perf_counter()
+                out = _run(
+                    model,
+                    MODES[mode],
+                    lambda ids=ids: model.generate(
+                        ids,
+                        max_new_tokens=args.max_new,
+                        do_sample=False,
+                        pad_token_id=tok.eos_token_id,
+                    ),
+                )
+                secs[mode] += time.perf_counter() - t0
+                text = tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+                replies[mode].append(text)
                 hits[mode] += int(answer in text)
-                times[mode] += sec
-        rows.append(
+        nll: dict[str, list[torch.Tensor]] = {m: [] for m in args.modes}
+        for seed in tqdm(range(args.ppl_texts), desc=f"PPL {length}"):
+            ids = _essay_ids(tok, length, 1000 + seed)
+            for mode in args.modes:
+                nll[mode].append(_run(model, MODES[mode], lambda ids=ids: _nll(model, ids)))
+        row: dict[str, Any] = {"length": length, "niah_tokens": tokens, "n": args.n}
+        for mode in args.modes:
+            allv = torch.cat(nll[mode])
+            second = torch.cat([x[x.shape[0] // 2 :] for x in nll[mode]])
+            row[mode] = {
+                "niah_acc": hits[mode] / args.n,
+                "niah_s_per_item": secs[mode] / args.n,
+                "ppl": math.exp(float(allv.mean())),
+                "ppl_second_half": math.exp(float(second.mean())),
+                "replies": replies[mode],
+            }
+        rows.append(row)
+        print(
             {
-                "length": length,
-                "tokens": int(ids.shape[1]),
-                "n": args.n,
-                "acc_dense": hits["dense"] / args.n,
-                "acc_dssa": hits["dssa"] / args.n,
-                "prefill_s_dense": prefill["dense"] / args.n,
-                "prefill_s_dssa": prefill["dssa"] / args.n,
-                "generate_s_dense": times["dense"] / args.n,
-                "generate_s_dssa": times["dssa"] / args.n,
+                k: (
+                    v if not isinstance(v, dict) else {a: b for a, b in v.items() if a != "replies"}
+                )
+                for k, v in row.items()
             }
         )
-        print(rows[-1])
+        _write(args, name, rows, time.perf_counter() - t_start)
+
+
+def _write(args: argparse.Namespace, name: str, rows: list[dict[str, Any]], wall: float) -> None:
     result = {
-        "model": "SmolLM2-135M-Instruct (embedded GGUF, float32)",
-        "task": "niah_single (lc_evals.generate), chat template, greedy",
-        "config": cfg.__dict__,
-        "machine": f"{platform.processor() or platform.machine()}, {args.threads} threads, CPU",
+        "model": f"{name} (embedded, float32), training-free",
+        "niah": "niah_single (lc_evals.generate, essay haystack, 7-digit values), chat template, greedy",
+        "ppl": "essay text (lc_evals.haystack.essay_sentences), next-token NLL",
+        "configs": {
+            m: (c.__dict__ if c is not None else "sdpa")
+            for m, c in MODES.items()
+            if m in args.modes
+        },
+        "machine": f"{platform.machine()}, {args.threads} threads, CPU (shared)",
+        "wall_s": wall,
         "rows": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -105,16 +176,21 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5, 3.2))
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     xs = [r["length"] for r in rows]
-    ax.plot(xs, [r["acc_dense"] for r in rows], "o-", label="dense")
-    ax.plot(xs, [r["acc_dssa"] for r in rows], "s--", label="DSSA (small preset)")
-    ax.set_xlabel("context length (tokens)")
-    ax.set_ylabel("NIAH accuracy")
-    ax.set_ylim(-0.05, 1.05)
-    ax.legend()
+    for mode, mark in zip(args.modes, ("o-", "s--", "^:"), strict=False):
+        axes[0].plot(xs, [r[mode]["niah_acc"] for r in rows], mark, label=mode)
+        axes[1].plot(xs, [r[mode]["ppl"] for r in rows], mark, label=mode)
+    axes[0].set_ylabel("NIAH accuracy")
+    axes[0].set_ylim(-0.05, 1.05)
+    axes[1].set_ylabel("perplexity (essay text)")
+    for ax in axes:
+        ax.set_xlabel("context length (tokens)")
+        ax.set_xscale("log", base=2)
+        ax.legend()
     fig.tight_layout()
     fig.savefig(args.out.with_suffix(".png"), dpi=120)
+    plt.close(fig)
     print(f"wrote {args.out}")
 
 

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from lc_attention.dssa.cache import CompressedKeyCache
 from lc_attention.dssa.config import DSSAConfig
 from lc_attention.dssa.selection import compress_keys, select_blocks
+from lc_attention.dssa.sparse import tiled_selected_attention
 from lc_kernels import selected_attention
 
 
@@ -56,6 +57,7 @@ def _masked_sdpa(
 
 
 GATHER_MAX_QUERIES = 16
+TILE = 64
 
 
 def _gathered_attention(
@@ -129,6 +131,16 @@ def dense_attention(
     sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     t, s = query.shape[1], key.shape[1]
     allowed = _bool_mask(attention_mask)
+    if allowed is None and t == s:
+        o = F.scaled_dot_product_attention(
+            query.transpose(1, 2),
+            key.transpose(1, 2),
+            value.transpose(1, 2),
+            is_causal=True,
+            scale=sc,
+            enable_gqa=True,
+        )
+        return o.transpose(1, 2)
     if allowed is None:
         pos = torch.arange(s - t, s, device=query.device)
         allowed = (torch.arange(s, device=query.device)[None, :] <= pos[:, None])[None, None]
@@ -151,11 +163,14 @@ def dssa_attention(
     [select_blocks][lc_attention.dssa.selection.select_blocks] (initial, local and
     best-scoring blocks; all query heads of a GQA group share them). Queries are the
     last ``T`` positions of the ``S`` keys, so prefill (``T == S``), chunked prefill and
-    decode (``T == 1`` over a KV cache) all go through here. A full prefill without a
-    padding mask runs [selected_attention][lc_kernels.selected_attention.selected_attention]
-    (Triton on CUDA); up to 16 queries (decode) gather the selected blocks, so a decode
-    step costs ``O(topk * block_size)`` instead of ``O(S)``; other cases run a masked
-    SDPA over the selected blocks.
+    decode (``T == 1`` over a KV cache) all go through here. On CUDA (or with
+    ``backend="triton"``) a full prefill without a padding mask runs
+    [selected_attention][lc_kernels.selected_attention.selected_attention] (Triton);
+    up to 16 queries (decode) gather each query's selected blocks, so a decode step
+    costs ``O(topk * block_size)`` instead of ``O(S)``; everything else runs
+    [tiled_selected_attention][lc_attention.dssa.sparse.tiled_selected_attention]:
+    tiles of 64 queries gather the union of their selected blocks and run one SDPA,
+    ``O(T * U * block_size)`` for a union of ``U`` blocks.
 
     Args:
         query: ``[B, T, HQ, D]`` queries.
@@ -190,7 +205,8 @@ def dssa_attention(
     positions = torch.arange(s - t, s, device=query.device)
     idx = select_blocks(query, k_cmp, positions, s, config, sc)  # [B, T, H_kv, K]
     allowed_pad = _bool_mask(attention_mask)
-    if t == s and allowed_pad is None:
+    use_triton = config.backend == "triton" or (config.backend == "auto" and query.is_cuda)
+    if t == s and allowed_pad is None and use_triton:
         return selected_attention(
             query.contiguous(),
             key.contiguous(),
@@ -198,22 +214,12 @@ def dssa_attention(
             idx.contiguous(),
             config.block_size,
             sc,
-            backend=config.backend,
+            backend="triton",
         )
     if t <= GATHER_MAX_QUERIES:
         return _gathered_attention(
             query, key, value, idx, positions, config.block_size, sc, allowed_pad
         )
-    # selection mask over the keys: block of key in the selected set, and causal
-    nb = -(-s // config.block_size)
-    ids = idx.long()
-    ids = torch.where(ids < 0, torch.full_like(ids, nb), ids)
-    sel = torch.zeros(*ids.shape[:3], nb + 1, dtype=torch.bool, device=query.device)
-    sel.scatter_(-1, ids, True)
-    key_block = torch.arange(s, device=query.device) // config.block_size
-    allowed = sel[..., key_block]  # [B, T, H_kv, S]
-    causal = torch.arange(s, device=query.device)[None, :] <= positions[:, None]
-    allowed = (allowed & causal[None, :, None, :]).permute(0, 2, 1, 3)
-    if allowed_pad is not None:
-        allowed = allowed & allowed_pad
-    return _masked_sdpa(query, key, value, allowed, sc)
+    return tiled_selected_attention(
+        query, key, value, idx, positions, config.block_size, sc, TILE, allowed_pad
+    )

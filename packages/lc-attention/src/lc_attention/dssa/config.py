@@ -29,6 +29,11 @@ class DSSAConfig:
         dense_len: key lengths below this use dense attention (8192).
         backend: kernel backend of the block-sparse attention: ``"auto"`` (Triton on
             CUDA, PyTorch elsewhere), ``"triton"`` or ``"torch"``.
+        query_block: queries that share one selection (1). With 1 every query picks its
+            own blocks (the paper's rule); with ``m > 1`` the queries at positions
+            ``[i * m, (i + 1) * m)`` sum their block scores and share the top-k, so a
+            tile of queries attends to exactly ``topk`` blocks (faster CPU prefill).
+            Must divide ``block_size``.
 
     Example:
         >>> DSSAConfig().local_blocks
@@ -45,6 +50,7 @@ class DSSAConfig:
     topk: int = 64
     dense_len: int = 8192
     backend: str = "auto"
+    query_block: int = 1
 
     def __post_init__(self) -> None:
         for name, lo in (
@@ -55,6 +61,7 @@ class DSSAConfig:
             ("window_size", 0),
             ("topk", 1),
             ("dense_len", 0),
+            ("query_block", 1),
         ):
             val = getattr(self, name)
             if isinstance(val, bool) or not isinstance(val, int) or val < lo:
@@ -79,6 +86,11 @@ class DSSAConfig:
             raise ValueError(
                 f"DSSAConfig.topk={self.topk} must be >= init_blocks + window_size // "
                 f"block_size = {forced} (the forced blocks count inside the top-k)"
+            )
+        if self.block_size % self.query_block:
+            raise ValueError(
+                f"DSSAConfig.query_block={self.query_block} must divide "
+                f"block_size={self.block_size}"
             )
         if self.backend not in BACKENDS:
             raise ValueError(f"DSSAConfig.backend={self.backend!r} is not one of {BACKENDS}")

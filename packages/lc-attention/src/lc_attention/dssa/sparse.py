@@ -1,0 +1,131 @@
+"""Block-sparse attention by query tiles: gather the union of a tile's selected blocks.
+
+The CPU path of DSSA's second stage. Consecutive queries are cut into tiles; each tile
+gathers, per KV head, the union of the key blocks its queries selected and runs one
+dense SDPA over them, with an additive mask that keeps, for every query, only its own
+blocks, causal keys and (optionally) the padding mask. The work is
+``O(T * U * block_size)`` for a union of ``U`` blocks per tile instead of ``O(T * S)``;
+when the queries of a tile share their selection (``DSSAConfig.query_block``) the union
+is exactly the ``topk`` selected blocks.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+# mask entries (queries x heads x gathered keys) per chunk of tiles: bounds the memory
+_CHUNK_ELEMS = 1 << 22
+
+
+def tiled_selected_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    idx: torch.Tensor,
+    positions: torch.Tensor,
+    block_size: int,
+    scale: float,
+    tile: int = 64,
+    allowed_pad: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Attention of each query over exactly its selected key blocks (causal).
+
+    Args:
+        q: ``[B, T, HQ, D]`` queries.
+        k: ``[B, S, H_kv, D]`` keys; ``HQ`` a multiple of ``H_kv``.
+        v: ``[B, S, H_kv, D]`` values.
+        idx: ``[B, T, H_kv, K]`` selected block ids per query, ``-1`` = unused slot
+            (duplicates count once).
+        positions: ``[T]`` key positions of the queries (query ``t`` sees keys
+            ``<= positions[t]``).
+        block_size: tokens per key block.
+        scale: softmax scale.
+        tile: queries per tile.
+        allowed_pad: optional ``[B, 1, T, S]`` bool mask (True = attend), combined
+            with the selection.
+
+    Returns:
+        ``[B, T, HQ, D]``; a query with no allowed key gets 0.
+
+    Example:
+        >>> import torch
+        >>> q = torch.randn(1, 128, 4, 8); k = torch.randn(1, 128, 2, 8)
+        >>> idx = torch.tensor([0, 1]).expand(1, 128, 2, 2).int()
+        >>> tiled_selected_attention(q, k, k, idx, torch.arange(128), 64, 0.35).shape
+        torch.Size([1, 128, 4, 8])
+    """
+    b, t, hq, d = q.shape
+    s, hkv = k.shape[1], k.shape[2]
+    g = hq // hkv
+    nb = -(-s // block_size)
+    dev = q.device
+    n_tiles = -(-t // tile)
+    pad = n_tiles * tile - t
+    ids = idx.long()
+    ids = torch.where(ids < 0, torch.full_like(ids, nb), ids)
+    pos = positions.to(dev).long()
+    if pad:
+        q = F.pad(q, (0, 0, 0, 0, 0, pad))
+        ids = torch.cat([ids, ids.new_full((b, pad, *ids.shape[2:]), nb)], 1)
+        pos = torch.cat([pos, pos.new_full((pad,), -1)])
+    # per-query membership of every block, and the per-tile union
+    tok_sel = torch.zeros(b, n_tiles * tile, hkv, nb + 1, dtype=torch.bool, device=dev)
+    tok_sel.scatter_(-1, ids, True)
+    tok_sel = tok_sel[..., :nb].view(b, n_tiles, tile, hkv, nb).transpose(2, 3)
+    union = tok_sel.any(3)  # [B, nT, H_kv, NB]
+    counts = union.sum(-1)  # [B, nT, H_kv]
+    # keys and values as rows of blocks [B * H_kv * NB, block, D]
+    kb = F.pad(k.transpose(1, 2), (0, 0, 0, nb * block_size - s)).reshape(-1, block_size, d)
+    vb = F.pad(v.transpose(1, 2), (0, 0, 0, nb * block_size - s)).reshape(-1, block_size, d)
+    # each (tile, KV head) is one SDPA batch entry with G query heads and one KV head
+    qt = q.view(b, n_tiles, tile, hkv, g, d).permute(0, 1, 3, 4, 2, 5)  # [B,nT,H,G,tile,D]
+    out = q.new_empty(b, n_tiles, hkv, g, tile, d)
+    offs = torch.arange(block_size, device=dev)
+    per_tile = max(1, int(counts.max())) * block_size * tile * hkv * b
+    per_chunk = max(1, _CHUNK_ELEMS // per_tile)
+    row0 = (
+        torch.arange(b, device=dev).view(b, 1, 1, 1) * hkv
+        + torch.arange(hkv, device=dev).view(1, 1, hkv, 1)
+    ) * nb
+    neg = torch.tensor(float("-inf"), dtype=q.dtype, device=dev)
+    for a in range(0, n_tiles, per_chunk):
+        e = min(n_tiles, a + per_chunk)
+        n = e - a
+        u = max(1, int(counts[:, a:e].max()))
+        # union block ids first (ascending), then filler blocks that stay masked
+        not_in = (~union[:, a:e]).to(torch.uint8)
+        order = torch.sort(not_in, dim=-1, stable=True).indices[..., :u]  # [B, n, H, u]
+        length = u * block_size
+        rows_kv = (row0 + order).flatten()
+        kg = kb.index_select(0, rows_kv).view(b * n * hkv, 1, length, d)
+        vg = vb.index_select(0, rows_kv).view(b * n * hkv, 1, length, d)
+        # per query: its own blocks (fillers are in nobody's), causal keys, padding
+        mem = torch.gather(tok_sel[:, a:e], -1, order[:, :, :, None].expand(-1, -1, -1, tile, -1))
+        tok = (order[..., None] * block_size + offs).view(b, n, hkv, 1, length)
+        qpos = pos[a * tile : e * tile].view(1, n, 1, tile, 1)
+        visible = tok <= qpos  # [B, n, H_kv, tile, L]
+        if allowed_pad is not None:
+            rows = F.pad(allowed_pad[:, 0], (0, 0, 0, pad))[:, a * tile : e * tile]
+            rows = rows.view(b, n, 1, tile, s).expand(-1, -1, hkv, -1, -1)
+            visible &= torch.gather(rows, -1, tok.clamp_max(s - 1).expand_as(visible))
+            has = (visible.view(*mem.shape, block_size) & mem[..., None]).flatten(-2).any(-1)
+            full = bool(has.all())
+        else:
+            full = True  # a query always sees its selected blocks before its own position
+        block_bias = torch.where(mem, 0.0, neg)[..., None]  # [B, n, H_kv, tile, u, 1]
+        bias = torch.where(visible.view(*mem.shape, block_size), block_bias, neg)
+        if not full:
+            bias.masked_fill_(~has[..., None, None], 0.0)  # keep empty rows finite
+        o = F.scaled_dot_product_attention(
+            qt[:, a:e].reshape(b * n * hkv, g, tile, d),
+            kg,
+            vg,
+            attn_mask=bias.view(b * n * hkv, 1, tile, length),
+            scale=scale,
+            enable_gqa=True,
+        ).view(b, n, hkv, g, tile, d)
+        if not full:
+            o = o * has[:, :, :, None, :, None]
+        out[:, a:e] = o
+    return out.permute(0, 1, 4, 2, 3, 5).reshape(b, n_tiles * tile, hq, d)[:, :t]
