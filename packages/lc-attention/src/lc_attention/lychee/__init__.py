@@ -8,6 +8,9 @@ of retrieval heads. Prefill stays dense.
 
 - [hybrid_decode_attention][lc_attention.lychee.attention.hybrid_decode_attention]: one
   layer's decode step on tensors.
+- [correct_cache][lc_attention.lychee.correction.correct_cache] /
+  [generate_with_correction][lc_attention.lychee.correction.generate_with_correction]:
+  periodic dense re-run of the generated tokens (cache correction).
 - [PreallocatedCache][lc_attention.lychee.cache.PreallocatedCache]: a ``DynamicCache``
   whose append is an in-place write (no per-step copy of the whole cache).
 - [HardKumaGates][lc_attention.lychee.hardkuma.HardKumaGates] and the HardKuma functions.
@@ -22,6 +25,7 @@ from __future__ import annotations
 from lc_attention.lychee.attention import block_topk_indices, hybrid_decode_attention
 from lc_attention.lychee.cache import PreallocatedCache
 from lc_attention.lychee.config import LycheeConfig
+from lc_attention.lychee.correction import correct_cache, generate_with_correction
 from lc_attention.lychee.hardkuma import (
     HardKumaGates,
     hardkuma_p0,
@@ -42,8 +46,10 @@ __all__ = [
     "RoleTrainingConfig",
     "RoleTrainingResult",
     "block_topk_indices",
+    "correct_cache",
     "disable_lychee",
     "enable_lychee",
+    "generate_with_correction",
     "hardkuma_p0",
     "hardkuma_p1",
     "hardkuma_sample",

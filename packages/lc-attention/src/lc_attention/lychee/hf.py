@@ -48,6 +48,8 @@ class _Shared:
     only the rows of its sparse heads and writes only those of its retrieval heads)."""
     steps: int = 0
     """Decode steps that ran hybrid attention (counted at the first hybrid layer)."""
+    dense: bool = False
+    """Run every step densely (set during a cache-correction pass)."""
 
 
 @dataclass
@@ -125,7 +127,7 @@ def lychee_hf_attention(
         return sdpa_attention_forward(  # type: ignore[no-any-return]
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
-    if query.shape[2] != 1 or key.shape[2] < plan.config.topk:
+    if query.shape[2] != 1 or key.shape[2] < plan.config.topk or plan.shared.dense:
         return _run_dense(  # type: ignore[no-any-return]
             plan,
             module,
