@@ -131,3 +131,16 @@ def test_unsupported_family_and_bad_config() -> None:
         enable_dssa(gpt2, ALL)
     with pytest.raises(TypeError, match="DSSAConfig"):
         enable_dssa(gpt2, {"topk": 2})  # type: ignore[arg-type]
+
+
+def test_shared_selection_prefill_matches_dense_when_all_blocks_selected(llama) -> None:
+    cfg = DSSAConfig(window_size=64, topk=64, dense_len=0, backend="torch", query_block=64)
+    ids = _ids()
+    with torch.no_grad():
+        ref = llama(ids).logits
+        ref_gen = llama.generate(ids, max_new_tokens=6, do_sample=False)
+        with enable_dssa(llama, cfg):
+            out = llama(ids).logits
+            gen = llama.generate(ids, max_new_tokens=6, do_sample=False)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    assert torch.equal(gen, ref_gen)
