@@ -4,6 +4,11 @@ Run as a script (``python -m torch.distributed.run --nproc_per_node 2 this_file 
 this file is the worker: each rank trains one SGD step on half of the batch and rank 0
 saves the LoRA parameters. With SGD (lr 1, no clipping) the parameter change is minus
 the gradient, so equal parameters mean equal gradients.
+
+The alignment distance is ``"squared"`` here: with ``"abs"`` a row whose short/long reward
+gap is near zero (these rows' gaps are 1e-5 to 1e-2) contributes the gap's gradient
+times the gap's sign, which float rounding can flip; the all-reduce under test does not
+depend on the distance.
 """
 
 from __future__ import annotations
@@ -38,7 +43,9 @@ def _train(out: Path, per_device_batch: int) -> dict[str, torch.Tensor]:
     trainer = SoLoPOTrainer(
         tiny_llama(),
         args=args,
-        solopo=SoLoPOConfig(method="dpo", beta=0.5, alignment_weight=1.0, chosen_only=False),
+        solopo=SoLoPOConfig(
+            method="dpo", beta=0.5, alignment_weight=1.0, chosen_only=False, distance="squared"
+        ),
         train_dataset=Dataset.from_list(rows(4)),
         processing_class=char_tokenizer(),
         peft_config=lora(),
@@ -75,10 +82,11 @@ def test_two_gloo_processes_match_one_process_full_batch(tmp_path: Path) -> None
     assert any(float(v.abs().max()) > 1e-4 for v in single.values())  # a real update
     scale = max(float(v.abs().max()) for v in single.values())
     for key in single:
-        # Observed gaps: 4e-4 and 1e-2 of the largest update in two runs (per-rank
-        # padding differs from the full batch's); a missing all-reduce, a world-size
-        # factor or a half batch moves the update by far more than 2%.
-        torch.testing.assert_close(ddp[key], single[key], rtol=2e-2, atol=2e-2 * scale)
+        # Observed gaps with "squared": 2.5e-4 and 3.3e-3 of the largest update, varying
+        # between torchrun runs (single-process runs are bitwise repeatable, and summing
+        # the half-batch gradients in one process matches to 2e-6); a missing all-reduce,
+        # a world-size factor or a half batch moves the update by tens of percent.
+        torch.testing.assert_close(ddp[key], single[key], rtol=1e-2, atol=1e-2 * scale)
 
 
 if __name__ == "__main__":
