@@ -62,7 +62,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=10, help="NIAH items per length")
     ap.add_argument("--steps", type=int, default=16, help="decode steps per item")
     ap.add_argument("--topk", type=int, nargs="+", default=[256])
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--roles", type=pathlib.Path, default=ROLES)
     ap.add_argument("--name", default="learned", help="label of the --roles variant")
     ap.add_argument("--no-ablation", action="store_true", help="skip the random-roles variant")
@@ -114,6 +114,11 @@ def main() -> None:
                 row[f"acc_ratio_{key}"] = s["hits"] / full_hits if full_hits else None
         rows.append(row)
         print(row)
+        _write(args, learned, rows, list(stats), time.perf_counter() - t_start)
+
+
+def _write(args, learned: RoleMap, rows: list[dict], keys: list[str], seconds: float) -> None:
+    """Write ``quality.json`` / ``quality.png`` (called after every length)."""
     result = {
         "model": "SmolLM2-135M-Instruct (embedded GGUF, float32)",
         "task": "niah_single (lc_evals.generate, held-out seeds), chat template, greedy",
@@ -125,7 +130,7 @@ def main() -> None:
         "decode_steps": args.steps,
         "topk": args.topk,
         "machine": machine(args.threads),
-        "seconds": round(time.perf_counter() - t_start, 1),
+        "seconds": round(seconds, 1),
         "rows": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -137,7 +142,7 @@ def main() -> None:
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.2))
     xs = [r["length"] for r in rows]
-    for key in stats:
+    for key in keys:
         a1.plot(xs, [r[f"acc_{key}"] for r in rows], "o-", label=key)
         a2.plot(xs, [r[f"agree_{key}"] for r in rows], "o-", label=key)
     a1.set_ylabel("NIAH accuracy")
@@ -148,6 +153,7 @@ def main() -> None:
     a2.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(args.out.with_suffix(".png"), dpi=120)
+    plt.close(fig)
     print(f"wrote {args.out}")
 
 
