@@ -76,10 +76,11 @@ def run_cell(method: str, length: int, args: argparse.Namespace) -> dict:
         config = ChunkRecurrentConfig(chunk_size=args.chunk, offload=args.offload)
         result = chunk_recurrent_backward(model, ids, config=config)
         loss, kv_bytes = float(result.loss), result.kv_bytes
+        device_kv_bytes = result.device_kv_bytes
     else:
         out = model(ids, labels=ids)
         out.loss.backward()
-        loss, kv_bytes = float(out.loss), 0
+        loss, kv_bytes, device_kv_bytes = float(out.loss), 0, 0
     if cuda:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
@@ -91,6 +92,7 @@ def run_cell(method: str, length: int, args: argparse.Namespace) -> dict:
         "seconds": seconds,
         "loss": loss,
         "kv_bytes": kv_bytes,
+        "device_kv_bytes": device_kv_bytes,  # with --offload: the staging slots only
     }
 
 
