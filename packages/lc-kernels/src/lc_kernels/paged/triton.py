@@ -350,6 +350,11 @@ def _prec(dtype: torch.dtype) -> str:
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
+def _unit_last(x: torch.Tensor) -> torch.Tensor:
+    """The kernels index the last dimension with stride 1 (other strides are passed)."""
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
 def _tiles() -> tuple[int, int, int]:
     """``(BLOCK_M, BLOCK_N, num_warps)``: small tiles under the interpreter."""
     from lc_kernels._common import interpreter_on
@@ -368,6 +373,8 @@ def chunk_attention_forward_triton(
     scale: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Forward launcher: ``(out [B, T, H, D], lse [B, H, T] fp32)``."""
+    q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
+    k_pages, v_pages = k_pages.contiguous(), v_pages.contiguous()  # no-ops for pools
     b, t, h, d = q.shape
     hkv = k.shape[2]
     out = torch.empty_like(q)
@@ -404,6 +411,11 @@ def chunk_attention_backward_triton(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Backward launcher: ``(dq, dk, dv)`` of the chunk; adds the past's dK/dV into the
     gradient pages when they are given."""
+    q, k, v, out = _unit_last(q), _unit_last(k), _unit_last(v), _unit_last(out)
+    k_pages, v_pages = k_pages.contiguous(), v_pages.contiguous()
+    grad_pages = [g for g in (k_grad_pages, v_grad_pages) if g is not None]
+    if not all(g.is_contiguous() for g in grad_pages):
+        raise ValueError("gradient pages must be contiguous (they are written in place)")
     b, t, h, d = q.shape
     hkv = k.shape[2]
     g = h // hkv
