@@ -104,13 +104,29 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     t_start = time.perf_counter()
     for length in args.lengths:
-        hits = dict.fromkeys(args.modes, 0)
-        secs = dict.fromkeys(args.modes, 0.0)
-        replies: dict[str, list[str]] = {m: [] for m in args.modes}
-        tokens = 0
+        row: dict[str, Any] = {"length": length, "niah_tokens": 0, "n": 0}
+        rows.append(row)
+        nll: dict[str, list[torch.Tensor]] = {m: [] for m in args.modes}
+        for seed in tqdm(range(args.ppl_texts), desc=f"PPL {length}"):
+            ids = _essay_ids(tok, length, 1000 + seed)
+            for mode in args.modes:
+                nll[mode].append(_run(model, MODES[mode], lambda ids=ids: _nll(model, ids)))
+        for mode in args.modes:
+            allv = torch.cat(nll[mode])
+            second = torch.cat([x[x.shape[0] // 2 :] for x in nll[mode]])
+            row[mode] = {
+                "ppl": math.exp(float(allv.mean())),
+                "ppl_second_half": math.exp(float(second.mean())),
+                "ppl_tokens": int(allv.numel()),
+                "niah_hits": 0,
+                "niah_s": 0.0,
+                "replies": [],
+            }
+        _write(args, name, rows, time.perf_counter() - t_start)
+        # NIAH, written after every item so an interrupted run keeps what it measured
         for seed in tqdm(range(args.n), desc=f"NIAH {length}"):
             ids, answer = _niah_ids(tok, length, seed)
-            tokens = int(ids.shape[1])
+            row["niah_tokens"] = int(ids.shape[1])
             for mode in args.modes:
                 t0 = time.perf_counter()
                 out = _run(
@@ -123,36 +139,21 @@ def main() -> None:
                         pad_token_id=tok.eos_token_id,
                     ),
                 )
-                secs[mode] += time.perf_counter() - t0
+                r = row[mode]
+                r["niah_s"] += time.perf_counter() - t0
                 text = tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
-                replies[mode].append(text)
-                hits[mode] += int(answer in text)
-        nll: dict[str, list[torch.Tensor]] = {m: [] for m in args.modes}
-        for seed in tqdm(range(args.ppl_texts), desc=f"PPL {length}"):
-            ids = _essay_ids(tok, length, 1000 + seed)
+                r["replies"].append(text)
+                r["niah_hits"] += int(answer in text)
+            row["n"] = seed + 1
             for mode in args.modes:
-                nll[mode].append(_run(model, MODES[mode], lambda ids=ids: _nll(model, ids)))
-        row: dict[str, Any] = {"length": length, "niah_tokens": tokens, "n": args.n}
-        for mode in args.modes:
-            allv = torch.cat(nll[mode])
-            second = torch.cat([x[x.shape[0] // 2 :] for x in nll[mode]])
-            row[mode] = {
-                "niah_acc": hits[mode] / args.n,
-                "niah_s_per_item": secs[mode] / args.n,
-                "ppl": math.exp(float(allv.mean())),
-                "ppl_second_half": math.exp(float(second.mean())),
-                "replies": replies[mode],
-            }
-        rows.append(row)
+                row[mode]["niah_acc"] = row[mode]["niah_hits"] / row["n"]
+            _write(args, name, rows, time.perf_counter() - t_start)
         print(
             {
-                k: (
-                    v if not isinstance(v, dict) else {a: b for a, b in v.items() if a != "replies"}
-                )
+                k: v if not isinstance(v, dict) else {a: b for a, b in v.items() if a != "replies"}
                 for k, v in row.items()
             }
         )
-        _write(args, name, rows, time.perf_counter() - t_start)
 
 
 def _write(args: argparse.Namespace, name: str, rows: list[dict[str, Any]], wall: float) -> None:
@@ -179,7 +180,8 @@ def _write(args: argparse.Namespace, name: str, rows: list[dict[str, Any]], wall
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     xs = [r["length"] for r in rows]
     for mode, mark in zip(args.modes, ("o-", "s--", "^:"), strict=False):
-        axes[0].plot(xs, [r[mode]["niah_acc"] for r in rows], mark, label=mode)
+        acc = [r[mode].get("niah_acc", float("nan")) for r in rows]
+        axes[0].plot(xs, acc, mark, label=mode)
         axes[1].plot(xs, [r[mode]["ppl"] for r in rows], mark, label=mode)
     axes[0].set_ylabel("NIAH accuracy")
     axes[0].set_ylim(-0.05, 1.05)

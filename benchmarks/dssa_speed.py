@@ -1,13 +1,23 @@
-"""DSSA vs dense attention-layer time in SmolLM2-135M geometry (9 query heads, 3 KV heads, D 64).
+"""DSSA vs dense: prefill and per-token decode time, attention layer and whole model.
 
-Decode: one query over an S-token KV cache (dense SDPA vs DSSA's gathered top-k blocks,
-block selection included). Prefill: causal attention over S tokens (dense SDPA vs DSSA
-through ``lc_kernels.selected_attention``: Triton on CUDA, the dense-mask reference on
-CPU, so CPU prefill is slower by construction). Writes
-``docs/benchmarks/lc-attention-dssa/speed.json``.
+Everything runs side by side in one process, dense and DSSA alternating, so the ratios
+hold on a shared machine. Times are reported as wall clock and as process CPU time;
+with ``--threads 1`` (the default) CPU time is the robust measure on a loaded machine.
 
-    uv run python benchmarks/dssa_speed.py --lengths 8192 16384 32768
-    uv run python benchmarks/dssa_speed.py --device cuda --prefill-lengths 8192 32768
+- Attention layer, SmolLM2-135M geometry (9 query heads, 3 KV heads, head dim 64,
+  float32): dense is ``F.scaled_dot_product_attention(is_causal=True, enable_gqa=True)``
+  (what transformers' ``"sdpa"`` runs); DSSA is ``dssa_attention`` with
+  ``DSSAConfig.small(query_block=64)`` (block selection included). Decode: one query
+  over an ``S``-token cache (compressed keys cached, as in ``generate()``).
+- Model: SmolLM2-135M-Instruct (``lc_agents.models.load_model``) cut to its first
+  ``--layers`` decoder layers (all layers are alike, so the ratio is that of the whole
+  stack; the embedding and a one-position LM head are included): prefill of ``S``
+  random tokens with ``use_cache=True``, then ``--decode-steps`` greedy tokens, with the
+  model's own ``"sdpa"`` vs ``enable_dssa``.
+
+Writes ``docs/benchmarks/lc-attention-dssa/speed.json`` and ``speed.png``.
+
+    uv run python benchmarks/dssa_speed.py --lengths 8192 16384 32768 --layers 4
 """
 
 from __future__ import annotations
@@ -15,7 +25,10 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import platform
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -25,75 +38,171 @@ from lc_attention.dssa import CompressedKeyCache, DSSAConfig, dssa_attention
 OUT = pathlib.Path(__file__).resolve().parents[1] / "docs/benchmarks/lc-attention-dssa"
 
 
-def _time(fn, reps: int, device: str, *fargs, **fkw) -> float:
-    fn(*fargs, **fkw)
-    best = float("inf")
-    for _ in range(reps):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn(*fargs, **fkw)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - t0)
-    return best
+def _timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    w0, c0 = time.perf_counter(), time.process_time()
+    out = fn()
+    return time.perf_counter() - w0, time.process_time() - c0, out
 
 
-def _dense(q, k, v, causal: bool):
-    g = q.shape[2] // k.shape[2]
+def _best(fn: Callable[[], Any], reps: int) -> tuple[float, float]:
+    runs = [_timed(fn)[:2] for _ in range(reps)]
+    return min(r[0] for r in runs), min(r[1] for r in runs)
+
+
+def _dense_layer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
     return F.scaled_dot_product_attention(
-        q.transpose(1, 2),
-        k.repeat_interleave(g, 2).transpose(1, 2),
-        v.repeat_interleave(g, 2).transpose(1, 2),
-        is_causal=causal,
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal, enable_gqa=True
     )
+
+
+def _row(
+    kind: str, phase: str, s: int, dense: tuple[float, float], dssa: tuple[float, float]
+) -> dict[str, Any]:
+    row = {
+        "kind": kind,
+        "phase": phase,
+        "length": s,
+        "dense_wall_s": dense[0],
+        "dssa_wall_s": dssa[0],
+        "dense_cpu_s": dense[1],
+        "dssa_cpu_s": dssa[1],
+        "speedup_wall": dense[0] / dssa[0],
+        "speedup_cpu": dense[1] / dssa[1],
+    }
+    print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+    return row
+
+
+STEPS = 8
+
+
+def attention_layer(lengths: list[int], cfg: DSSAConfig, reps: int) -> list[dict[str, Any]]:
+    rows = []
+    g = torch.Generator().manual_seed(0)
+    for s in lengths:
+        q = torch.randn(1, s, 9, 64, generator=g)
+        k = torch.randn(1, s, 3, 64, generator=g)
+        v = torch.randn(1, s, 3, 64, generator=g)
+        _dense_layer(q[:, :256], k[:, :256], v[:, :256], True)  # warm-up
+        dense = _best(lambda q=q, k=k, v=v: _dense_layer(q, k, v, True), reps)
+        dssa = _best(lambda q=q, k=k, v=v: dssa_attention(q, k, v, cfg), reps)
+        rows.append(_row("attention layer", "prefill", s, dense, dssa))
+        cache = CompressedKeyCache()
+        dssa_attention(q[:, -1:], k, v, cfg, cache=cache)  # fills the compressed keys
+
+        def dense_steps(q=q, k=k, v=v) -> None:
+            for _ in range(STEPS):
+                _dense_layer(q[:, -1:], k, v, False)
+
+        def dssa_steps(q=q, k=k, v=v, cache=cache) -> None:
+            for _ in range(STEPS):
+                dssa_attention(q[:, -1:], k, v, cfg, cache=cache)
+
+        dense = _best(dense_steps, reps)
+        dssa = _best(dssa_steps, reps)
+        rows.append(
+            _row(
+                "attention layer",
+                "decode",
+                s,
+                (dense[0] / STEPS, dense[1] / STEPS),
+                (dssa[0] / STEPS, dssa[1] / STEPS),
+            )
+        )
+    return rows
+
+
+def _prefill_decode(
+    model: Any, ids: torch.Tensor, steps: int
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    with torch.no_grad():
+        w, c, out = _timed(lambda: model(ids, use_cache=True, logits_to_keep=1))
+        past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+        w0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            out = model(nxt, past_key_values=past, use_cache=True)
+            past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+        dw, dc = time.perf_counter() - w0, time.process_time() - c0
+    return (w, c), (dw / steps, dc / steps)
+
+
+def whole_model(
+    lengths: list[int], cfg: DSSAConfig, layers: int, steps: int
+) -> list[dict[str, Any]]:
+    from lc_agents.models import load_model
+    from lc_attention.hf import enable_dssa
+
+    model, _ = load_model()
+    total = len(model.model.layers)
+    model.model.layers = model.model.layers[:layers]
+    model.config.num_hidden_layers = layers
+    kind = f"SmolLM2-135M, {layers} of {total} layers"
+    rows = []
+    g = torch.Generator().manual_seed(0)
+    for s in lengths:
+        ids = torch.randint(0, model.config.vocab_size, (1, s), generator=g)
+        dense_p, dense_d = _prefill_decode(model, ids, steps)
+        with enable_dssa(model, cfg):
+            dssa_p, dssa_d = _prefill_decode(model, ids, steps)
+        rows.append(_row(kind, "prefill", s, dense_p, dssa_p))
+        rows.append(_row(kind, "decode", s, dense_d, dssa_d))
+    return rows
+
+
+def _plot(rows: list[dict[str, Any]], path: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    series = sorted({(r["kind"], r["phase"]) for r in rows})
+    for (kind, phase), mark in zip(series, ("o-", "s--", "^-", "v--"), strict=False):
+        pts = sorted(
+            (r["length"], r["speedup_cpu"])
+            for r in rows
+            if (r["kind"], r["phase"]) == (kind, phase)
+        )
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], mark, label=f"{kind}: {phase}")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("context length (tokens)")
+    ax.set_ylabel("dense time / DSSA time (CPU)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=int, nargs="+", default=[8192, 16384, 32768])
-    ap.add_argument("--prefill-lengths", type=int, nargs="*", default=[4096])
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--model-lengths", type=int, nargs="*", default=None, help="default: --lengths")
+    ap.add_argument("--layers", type=int, default=4, help="decoder layers kept for the model runs")
+    ap.add_argument("--decode-steps", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=pathlib.Path, default=OUT / "speed.json")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    dev = args.device
-    dtype = torch.float32 if dev == "cpu" else torch.bfloat16
-    g = torch.Generator(device=dev).manual_seed(0)
-    rows = []
-    for name, cfg in (("small", DSSAConfig.small()), ("minicpm4", DSSAConfig())):
-        for s in args.lengths:
-            q = torch.randn(1, 1, 9, 64, device=dev, dtype=dtype, generator=g)
-            k = torch.randn(1, s, 3, 64, device=dev, dtype=dtype, generator=g)
-            v = torch.randn(1, s, 3, 64, device=dev, dtype=dtype, generator=g)
-            cache = CompressedKeyCache()
-            dense = _time(_dense, args.reps, dev, q, k, v, False)
-            sparse = _time(dssa_attention, args.reps, dev, q, k, v, cfg, cache=cache)
-            rows.append({"phase": "decode", "config": name, "length": s, "dense_s": dense,
-                         "dssa_s": sparse, "speedup": dense / sparse})  # fmt: skip
-            print(rows[-1])
-        for s in args.prefill_lengths:
-            q = torch.randn(1, s, 9, 64, device=dev, dtype=dtype, generator=g)
-            k = torch.randn(1, s, 3, 64, device=dev, dtype=dtype, generator=g)
-            v = torch.randn(1, s, 3, 64, device=dev, dtype=dtype, generator=g)
-            dense = _time(_dense, args.reps, dev, q, k, v, True)
-            sparse = _time(dssa_attention, args.reps, dev, q, k, v, cfg)
-            rows.append({"phase": "prefill", "config": name, "length": s, "dense_s": dense,
-                         "dssa_s": sparse, "speedup": dense / sparse})  # fmt: skip
-            print(rows[-1])
-    out = {
-        "geometry": "1 layer, 9 query heads, 3 KV heads, head_dim 64 (SmolLM2-135M)",
-        "device": dev if dev != "cpu" else f"cpu, {args.threads} threads",
-        "dtype": str(dtype),
-        "timing": f"best of {args.reps}",
+    cfg = DSSAConfig.small(query_block=64)
+    t0 = time.perf_counter()
+    rows = attention_layer(args.lengths, cfg, args.reps)
+    model_lengths = args.lengths if args.model_lengths is None else args.model_lengths
+    if model_lengths:
+        rows += whole_model(model_lengths, cfg, args.layers, args.decode_steps)
+    result = {
+        "config": cfg.__dict__,
+        "dtype": "float32",
+        "machine": f"{platform.machine()} CPU, {args.threads} thread(s), shared with other jobs",
+        "timing": f"attention layer: best of {args.reps}; model: one prefill, mean of "
+        f"{args.decode_steps} decode steps; CPU = process time",
+        "wall_s": time.perf_counter() - t0,
         "rows": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    if dev != "cpu":
-        args.out = args.out.with_name(args.out.stem + f"_{dev}.json")
-    args.out.write_text(json.dumps(out, indent=2))
+    args.out.write_text(json.dumps(result, indent=2))
+    _plot(rows, args.out.with_suffix(".png"))
     print(f"wrote {args.out}")
 
 

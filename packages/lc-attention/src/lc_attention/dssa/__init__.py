@@ -2,7 +2,8 @@
 
 Dense attention below ``dense_len`` keys; above it, each query attends to the top-k
 key blocks chosen from max-pooled, group-summed scores against mean-pooled keys, plus
-forced initial and local blocks. It reuses a model's own projections, so it applies
+forced initial and local blocks (optionally one selection per block of queries,
+``query_block``). It reuses a model's own projections, so it applies
 to a pretrained model without training (see [lc_attention.hf][]).
 """
 
@@ -12,6 +13,7 @@ from lc_attention.dssa.attention import dense_attention, dssa_attention
 from lc_attention.dssa.cache import CompressedKeyCache
 from lc_attention.dssa.config import DSSAConfig
 from lc_attention.dssa.selection import block_scores, compress_keys, select_blocks
+from lc_attention.dssa.sparse import tiled_selected_attention
 
 __all__ = [
     "CompressedKeyCache",
@@ -21,4 +23,5 @@ __all__ = [
     "dense_attention",
     "dssa_attention",
     "select_blocks",
+    "tiled_selected_attention",
 ]
