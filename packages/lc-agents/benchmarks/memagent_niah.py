@@ -303,15 +303,16 @@ def plot(data: dict) -> None:
         for j, v in enumerate(pv):
             rows = [prof.get(f"{v}/{n}") for n in pl]
             x = np.arange(len(pl)) + j * width
-            a1.bar(x, [r["peak_rss_mib"] if r else 0 for r in rows], width, label=v)
-            a2.bar(x, [r["tokens_per_second"] if r else 0 for r in rows], width, label=v)
+            b1 = a1.bar(x, [r["peak_rss_mib"] if r else 0 for r in rows], width, label=v)
+            b2 = a2.bar(x, [r["tokens_per_second"] if r else 0 for r in rows], width, label=v)
+            a1.bar_label(b1, fmt="%.0f")
+            a2.bar_label(b2, fmt="%.0f")
         for ax, title in ((a1, "peak RSS (MiB)"), (a2, "document tokens / second")):
             ax.set_xticks(np.arange(len(pl)) + width * (len(pv) - 1) / 2,
                           [f"{n // 1024}K" for n in pl])  # fmt: skip
             ax.set_title(title)
             ax.set_xlabel("document tokens")
             ax.legend()
-        a2.set_yscale("log")
         fig.suptitle("MemAgent, one run per length in a fresh process (multi-key item)")
         fig.tight_layout()
         fig.savefig(OUT / "memagent_profile.png", dpi=120)
