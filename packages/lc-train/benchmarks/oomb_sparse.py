@@ -47,7 +47,7 @@ def main() -> None:
     ap.add_argument("--period", type=int, default=96)
     ap.add_argument("--chunk", type=int, default=64)
     ap.add_argument("--page", type=int, default=16)
-    ap.add_argument("--budgets", type=int, nargs="*", default=[3, 4, 6, 8, 12, 16])
+    ap.add_argument("--budgets", type=int, nargs="*", default=[3, 4, 6, 7, 8, 12, 16])
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -126,6 +126,7 @@ def main() -> None:
     ax[1].plot(b, [r["grad_rel_error"] for r in rows], marker="o")
     ax[1].set_xlabel("page budget")
     ax[1].set_ylabel("relative gradient error")
+    ax[1].set_yscale("log")
     fig.suptitle(
         f"OOMB page-level sparse attention, copy task (seq {args.seq}, period {args.period}, "
         f"chunk {args.chunk}, page {args.page}); exact loss {float(exact.loss):.3f}",
