@@ -47,9 +47,11 @@ def _assert_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], tol: f
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("resident", [2, 3])
-def test_offload_equals_full_backprop(device: str, resident: int) -> None:
-    model = _llama(device)
+@pytest.mark.parametrize(("resident", "layers"), [(2, 4), (3, 4), (2, 1)])
+def test_offload_equals_full_backprop(device: str, resident: int, layers: int) -> None:
+    """With one layer, the prefetch for the next chunk reads the pages the same layer has
+    just written: it must come after that write."""
+    model = _llama(device, layers)
     ids = torch.randint(0, 101, (2, 45), generator=torch.Generator().manual_seed(4)).to(device)
     ref = model(ids, labels=ids).loss
     ref.backward()
@@ -61,7 +63,6 @@ def test_offload_equals_full_backprop(device: str, resident: int) -> None:
     torch.testing.assert_close(result.loss, ref.detach(), rtol=1e-5, atol=1e-6)
     _assert_close(_grads(model), reference, 1e-4)
 
-    layers = SMALL["num_hidden_layers"]
     assert result.device_kv_bytes * layers == result.kv_bytes * resident  # `resident` layers
     stats = result.offload_stats
     assert stats is not None
@@ -69,7 +70,12 @@ def test_offload_equals_full_backprop(device: str, resident: int) -> None:
     # pass 1: L calls per chunk with a past, pass 2: L forward + L backward calls
     assert stats.acquires == 3 * layers * chunks_with_past
     # every call is served by a prefetch except the first layer of each pass-2 chunk
-    assert stats.prefetch_hits == stats.acquires - chunks_with_past
+    # (with fewer layers than slots, pass-1 slots can still hold what pass 2 asks for)
+    expected = stats.acquires - chunks_with_past
+    if layers > resident:
+        assert stats.prefetch_hits == expected
+    else:
+        assert stats.prefetch_hits >= expected
     assert stats.pages_out > 0  # gradient pages went back to host
 
 

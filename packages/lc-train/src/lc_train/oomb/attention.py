@@ -241,6 +241,8 @@ def chunk_attention_forward(
             storage = state.pools[role].storage
             # a blocking copy: the pages must hold the values before anything reads them
             paged_scatter(storage, table, state.start, x.detach().to(storage.device))
+    # after the chunk's pages are written: a prefetch may read them (next chunk, layer 0)
+    state.done(layer, backward=False)
     return out, None
 
 
@@ -264,7 +266,6 @@ class _PagedAttention(torch.autograd.Function):
     ) -> torch.Tensor:
         past = state.past(layer, q.transpose(1, 2))
         out, lse = paged_chunk_attention_forward(q, k, v, past, scale, state.backend)
-        state.done(layer, backward=False)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.state, ctx.layer, ctx.scale = state, layer, scale
         return out
