@@ -143,7 +143,7 @@ def evaluate(
             item.context,
             item.question,
             template=args.template,
-            max_new_tokens=args.max_new_tokens,
+            max_new_tokens=args.eval_max_new_tokens,
         )
         ok = scorer(reply, item.answers) >= 1.0
         correct += int(ok)
@@ -329,7 +329,14 @@ def main() -> None:
     p.add_argument("--max-items", type=int, default=160, help="short items to sample at most")
     p.add_argument("--samples", type=int, default=4, help="samples per short item")
     p.add_argument("--temperature", type=float, default=0.7)
-    p.add_argument("--max-new-tokens", type=int, default=16)
+    p.add_argument("--max-new-tokens", type=int, default=16, help="sampled reply budget")
+    p.add_argument(
+        "--eval-max-new-tokens",
+        type=int,
+        default=32,
+        help="greedy reply budget at evaluation; long enough for the untrained model's "
+        "full-sentence answers, so that accuracy measures retrieval and not brevity",
+    )
     p.add_argument(
         "--template",
         default="{context}\n\n{question} Answer with the number only.",
