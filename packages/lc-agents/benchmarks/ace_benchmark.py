@@ -192,6 +192,11 @@ def main() -> None:
         "--endpoint", help="OpenAI-compatible base URL (default: the embedded SmolLM2)"
     )
     parser.add_argument("--model", default="default", help="model name at the endpoint")
+    parser.add_argument(
+        "--local-model",
+        default="smollm2-135m-instruct",
+        help="embedded model when no endpoint is given (lc_agents.models.EMBEDDED_MODELS)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--topics", type=int, default=6, help=f"topics used (at most {len(TOPICS)})"
@@ -221,10 +226,13 @@ def main() -> None:
         model_name = f"{args.model} @ {args.endpoint}"
     else:
         from lc_agents.backends.local import LocalBackend
+        from lc_agents.models import EMBEDDED_MODELS
 
-        backend = LocalBackend(max_tokens=args.gen_tokens)
+        if args.local_model not in EMBEDDED_MODELS:
+            parser.error(f"--local-model must be one of {sorted(EMBEDDED_MODELS)}")
+        backend = LocalBackend(args.local_model, max_tokens=args.gen_tokens)
         count_tokens = backend.count_tokens
-        model_name = "SmolLM2-135M-Instruct (embedded, greedy)"
+        model_name = f"{args.local_model} (embedded, greedy)"
     load_s = time.perf_counter() - t_load
     model = Metered(backend, count_tokens, verbose=args.verbose)
     rules, train, test = make_task(
@@ -240,11 +248,37 @@ def main() -> None:
     )
     results: dict[str, Any] = {}
     tmp = Path(tempfile.mkdtemp(prefix="ace-bench-"))
+    stem = (
+        "ace_benchmark"
+        if args.endpoint or args.local_model == "smollm2-135m-instruct"
+        else (f"ace_benchmark_{args.local_model}")
+    )
+
+    def save() -> None:
+        """Write what has been measured so far (each condition as it finishes)."""
+        payload = {
+            "task": f"hidden-rule ticket routing ({len(rules)} topics, {len(train)} training "
+            f"and {len(test)} held-out tickets)",
+            "model": model_name,
+            "model_load_seconds": round(load_s, 1),
+            "machine": f"{platform.machine()} CPU, {torch.get_num_threads()} threads"
+            if not args.endpoint
+            else "endpoint",
+            "settings": vars(args) | {"out": str(args.out)},
+            "rules": rules,
+            "answers": [it.answer for it in test],
+            "results": results,
+            "paper_reference": "+9.0% average over agent and domain benchmarks (ICLR "
+            "abstract), with large models",
+        }
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"{stem}.json").write_text(json.dumps(payload, indent=2) + "\n")
 
     def record(
         name: str, acc: float, adapt_s: float, usage: dict[str, int], extra: dict[str, Any]
     ) -> None:
         results[name] = {"accuracy": acc, "adaptation_seconds": round(adapt_s, 2), **usage, **extra}
+        save()
         print(
             f"{name:18s} acc={acc:.3f} adapt={adapt_s:7.1f}s calls={usage['calls']} prompt_tok={usage['prompt_tokens']}"
         )
@@ -338,24 +372,8 @@ def main() -> None:
         },
     )
 
-    payload = {
-        "task": f"hidden-rule ticket routing ({len(rules)} topics, {len(train)} training and "
-        f"{len(test)} held-out tickets)",
-        "model": model_name,
-        "model_load_seconds": round(load_s, 1),
-        "machine": f"{platform.machine()} CPU, {torch.get_num_threads()} threads"
-        if not args.endpoint
-        else "endpoint",
-        "settings": vars(args) | {"out": str(args.out)},
-        "rules": rules,
-        "answers": [it.answer for it in test],
-        "results": results,
-        "paper_reference": "+9.0% average over agent and domain benchmarks (ICLR abstract), with large models",
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "ace_benchmark.json").write_text(json.dumps(payload, indent=2) + "\n")
-    plot(results, args.out / "ace_benchmark.png", model_name)
-    print(f"wrote {args.out / 'ace_benchmark.json'}")
+    plot(results, args.out / f"{stem}.png", model_name)
+    print(f"wrote {args.out / stem}.json")
 
 
 def plot(results: dict[str, Any], path: Path, title: str) -> None:
