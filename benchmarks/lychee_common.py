@@ -25,12 +25,21 @@ def chat_ids(tok, prompt: str, answer: str | None = None) -> torch.Tensor:
     return tok(text, return_tensors="pt").input_ids
 
 
-def task_ids(tok, task: str, length: int, seed: int, with_answer: bool = False):
-    """``(ids [1, L], answers)`` of one lc-evals item rendered with the chat template."""
+def task_ids(
+    tok, task: str, length: int, seed: int, with_answer: bool = False, prefix: bool = False
+):
+    """``(ids [1, L], answers)`` of one lc-evals item rendered with the chat template.
+
+    ``prefix``: end the prompt with RULER's answer prefix ("The special magic number for
+    <key> mentioned in the text above is"), so a small model answers at once.
+    """
     from lc_evals import generate, render_prompt
 
     item = generate(task, n=1, length=length, seed=seed, tokenizer=tok)[0]
     answer = None
     if with_answer:
         answer = "The answer is " + ", ".join(item.answers) + "."
+    elif prefix:
+        key = item.metadata["keys"][0]
+        answer = f"The special magic number for {key} mentioned in the text above is"
     return chat_ids(tok, render_prompt(item), answer), list(item.answers)

@@ -59,7 +59,13 @@ def _decode(model, cache, first: torch.Tensor, steps: int, forced: torch.Tensor 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=int, nargs="+", default=[4096, 8192])
-    ap.add_argument("--n", type=int, default=10, help="NIAH items per length")
+    ap.add_argument(
+        "--n",
+        type=int,
+        nargs="+",
+        default=[10],
+        help="NIAH items per length (one, or one per length)",
+    )
     ap.add_argument("--steps", type=int, default=16, help="decode steps per item")
     ap.add_argument("--topk", type=int, nargs="+", default=[256])
     ap.add_argument("--threads", type=int, default=1)
@@ -78,10 +84,13 @@ def main() -> None:
         variants["random"] = random_roles(learned, seed=0)
     rows = []
     t_start = time.perf_counter()
-    for length in args.lengths:
+    counts = args.n * len(args.lengths) if len(args.n) == 1 else args.n
+    if len(counts) != len(args.lengths):
+        raise SystemExit("--n takes one value or one per length")
+    for length, n in zip(args.lengths, counts, strict=True):
         stats: dict[str, dict[str, float]] = {}
-        for seed in tqdm(range(args.n), desc=f"len {length}"):
-            ids, answers = task_ids(tok, "niah_single", length, seed=5000 + seed)
+        for seed in tqdm(range(n), desc=f"len {length}"):
+            ids, answers = task_ids(tok, "niah_single", length, seed=5000 + seed, prefix=True)
             cache = PreallocatedCache(config=model.config, capacity=ids.shape[1] + args.steps)
             with torch.no_grad():
                 model(ids[:, :-1], cache=cache, use_cache=True)
@@ -104,10 +113,10 @@ def main() -> None:
                     s = stats.setdefault(key, {"hits": 0, "agree": 0.0})
                     s["hits"] += int(answers[0] in tok.decode(gen[0], skip_special_tokens=True))
                     s["agree"] += float((tf == ref).float().mean())
-        row = {"length": length, "tokens": int(ids.shape[1]), "n": args.n}
+        row = {"length": length, "tokens": int(ids.shape[1]), "n": n}
         for key, s in stats.items():
-            row[f"acc_{key}"] = s["hits"] / args.n
-            row[f"agree_{key}"] = s["agree"] / args.n
+            row[f"acc_{key}"] = s["hits"] / n
+            row[f"agree_{key}"] = s["agree"] / n
         full_hits = stats["full"]["hits"]
         for key, s in stats.items():
             if key != "full":
@@ -121,7 +130,10 @@ def _write(args, learned: RoleMap, rows: list[dict], keys: list[str], seconds: f
     """Write ``quality.json`` / ``quality.png`` (called after every length)."""
     result = {
         "model": "SmolLM2-135M-Instruct (embedded GGUF, float32)",
-        "task": "niah_single (lc_evals.generate, held-out seeds), chat template, greedy",
+        "task": (
+            "niah_single (lc_evals.generate, essay haystack, 7-digit values, held-out seeds), "
+            "chat template + RULER answer prefix, greedy"
+        ),
         "roles": {
             "file": args.roles.name,
             "num_retrieval": learned.num_retrieval,
