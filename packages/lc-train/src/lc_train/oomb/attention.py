@@ -136,6 +136,11 @@ class ChunkState:
         self.stager.release(grads_written=backward)
         if backward:
             target: tuple[int, bool] | None = (layer - 1, True) if layer > 0 else None
+            if layer == 0 and self.next_start is not None and self.page_budget is None:
+                # the recompute pass continues with layer 0 of the previous chunk
+                n_past = self.next_start // self.layout.page_size
+                if n_past:
+                    self.stager.prefetch(0, self.tables[0][:n_past], False)
         elif layer + 1 < self.num_layers:
             target = (layer + 1, False)
         elif self.record:

@@ -160,16 +160,17 @@ def chunk_recurrent_backward(
             with torch.no_grad():  # pass 1: fill the KV pages
                 for i, (start, end) in enumerate(chunks):
                     state.start = start
-                    state.next_start = chunks[i + 1][0] if i + 1 < len(chunks) else None
+                    # the chunk after this one (pass 2 starts again with the last chunk)
+                    state.next_start = chunks[i + 1][0] if i + 1 < len(chunks) else start
                     base(
                         input_ids=input_ids[:, start:end],
                         position_ids=positions[:, start:end],
                         use_cache=False,
                     )
             state.record = True
-            state.next_start = None
-            for start, end in reversed(chunks):  # pass 2: recompute and back-propagate
-                state.start = start
+            for i, (start, end) in reversed(list(enumerate(chunks))):  # pass 2: recompute
+                state.start = start  # and back-propagate, last chunk first
+                state.next_start = chunks[i - 1][0] if i > 0 else None
                 state.recorded.clear()
                 hidden = base(
                     input_ids=input_ids[:, start:end],
