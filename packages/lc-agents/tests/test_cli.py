@@ -112,3 +112,37 @@ def test_answer_and_memory_trace_over_http(doc, tiny_model_dir) -> None:
     chunks = r.output.count("chunk ")
     assert chunks >= 3
     assert n_requests == chunks + 1
+
+
+def test_profile_reports_peak_memory_and_throughput(doc, tiny_model_dir) -> None:
+    import os
+    import re
+    from pathlib import Path
+
+    def reply(body):
+        prompt = body["messages"][-1]["content"]
+        return "5471234" if "Answer with" in prompt else "The river gauge read 5471234."
+
+    with ScriptedServer([(200, reply)]) as srv:
+        r = ask(
+            str(doc),
+            "-q",
+            "What did the gauge read?",
+            "--endpoint",
+            srv.url,
+            "--model",
+            "m",
+            "--tokenizer",
+            str(tiny_model_dir),
+            "--chunk-tokens",
+            "64",
+            "--profile",
+        )
+    assert r.exit_code == 0, r.output
+    found = re.search(r"peak RSS (\d+) MiB .* (\d+) document\s+tokens/s", r.output, re.S)
+    assert found, r.output
+    peak_mib, tokens_per_s = int(found.group(1)), int(found.group(2))
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    current_mib = pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    assert peak_mib >= current_mib - 1  # the peak is at least today's resident set
+    assert tokens_per_s > 0

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
         MemAgentPrompts,
         MemAgentResult,
         MemoryStep,
+        QuestionScorer,
     )
     from lc_agents.models import load_model, load_tokenizer
     from lc_agents.retrieval import HashingEmbedder, MiniLMEmbedder, VectorStore
@@ -75,6 +76,7 @@ _LAZY = {
     "MemAgentPrompts": "lc_agents.memagent",
     "MemAgentResult": "lc_agents.memagent",
     "MemoryStep": "lc_agents.memagent",
+    "QuestionScorer": "lc_agents.memagent",
     "ChunkAndAggregate": "lc_agents.chunking",
     "ChunkingConfig": "lc_agents.chunking",
     "recommend_chunking": "lc_agents.chunking",
@@ -125,6 +127,7 @@ __all__ = [
     "MiniLMEmbedder",
     "ModelLoadError",
     "OpenAICompatibleBackend",
+    "QuestionScorer",
     "RACGConfig",
     "SpanCopyConstraint",
     "VectorStore",

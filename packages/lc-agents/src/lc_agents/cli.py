@@ -111,6 +111,12 @@ def ask(
         str | None,
         typer.Option(help="Tokenizer directory counting chunk tokens for --endpoint runs."),
     ] = None,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile", help="Print peak resident memory and document tokens per second."
+        ),
+    ] = False,
 ) -> None:
     """Read a document chunk by chunk with MemAgent and answer a question about it."""
     expected: tuple[str, ...] | None = None
@@ -157,6 +163,22 @@ def ask(
         f"{result.seconds:.1f} s[/]",
         highlight=False,
     )
+    if profile:
+        out.print(
+            f"[dim]profile: peak RSS {_peak_rss_mib():.0f} MiB (whole process, model "
+            f"included), {result.document_tokens / max(result.seconds, 1e-9):.0f} document "
+            "tokens/s[/]",
+            highlight=False,
+        )
+
+
+def _peak_rss_mib() -> float:
+    """Peak resident set size of this process so far (MiB)."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes vs KiB
 
 
 def _tok(path: str | None) -> Any:
