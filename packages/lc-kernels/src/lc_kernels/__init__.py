@@ -12,7 +12,7 @@ selection branch of Native Sparse Attention, in the NSA and FSA loop orders),
 and top-k block selection) and
 [sliding_window_attention][lc_kernels.sliding_window.sliding_window_attention]; paged
 key/value memory in [lc_kernels.paged][] (page pools, gather/scatter, chunk attention over
-a paged past with gradients into gradient pages); one-step decode ops for hybrid-head
+a paged past with gradients into gradient pages, Triton on CUDA); one-step decode ops for hybrid-head
 sparse decoding in [lc_kernels.decode][] (exact block-wise top-k, full attention that
 also returns each head's top-k positions, attention over gathered positions). Importing
 ``lc_kernels`` imports torch but not triton (the kernels load on first use).
@@ -45,6 +45,8 @@ from lc_kernels.paged import (
     PageLayout,
     PagePool,
     paged_chunk_attention,
+    paged_chunk_attention_backward,
+    paged_chunk_attention_forward,
     paged_gather,
     paged_scatter,
 )
@@ -67,6 +69,8 @@ __all__ = [
     "mean_pool_compress",
     "num_compressed",
     "paged_chunk_attention",
+    "paged_chunk_attention_backward",
+    "paged_chunk_attention_forward",
     "paged_gather",
     "paged_scatter",
     "retrieval_decode_attention",

@@ -19,8 +19,11 @@ from lc_train.oomb import (
     SUPPORTED_MODEL_TYPES,
     ChunkRecurrentConfig,
     ChunkRecurrentResult,
+    FinetuneConfig,
+    FinetuneResult,
     chunk_recurrent_backward,
     estimate_kv_bytes,
+    finetune,
 )
 from lc_train.preference import (
     PreferencePair,
@@ -44,6 +47,8 @@ __all__ = [
     "ChunkRecurrentConfig",
     "ChunkRecurrentResult",
     "DAPOConfig",
+    "FinetuneConfig",
+    "FinetuneResult",
     "PreferencePair",
     "ResponseLogps",
     "SoLoPOConfig",
@@ -51,6 +56,7 @@ __all__ = [
     "build_pairs",
     "chunk_recurrent_backward",
     "estimate_kv_bytes",
+    "finetune",
     "group_advantages",
     "pad_context",
     "pair_records",
