@@ -106,7 +106,8 @@ def test_shared_selection_is_constant_per_query_block_and_brute_force() -> None:
                                   for j in range(7)])  # fmt: skip
             forced = {0, qb}
             got = {int(i) for i in idx[0, qb * 64, h]}
-            assert forced <= got and max(got) <= qb
+            assert forced <= got
+            assert max(got) <= qb
             free = sorted((float(score[j]) for j in range(1, qb)), reverse=True)
             chosen = sorted((float(score[j]) for j in got - forced), reverse=True)
             assert chosen == pytest.approx(free[: 3 - len(forced)], rel=1e-5)  # ties allowed
