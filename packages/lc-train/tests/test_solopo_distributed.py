@@ -97,3 +97,8 @@ if __name__ == "__main__":
     if dist.is_initialized() and dist.get_rank() == 0:
         out.mkdir(parents=True, exist_ok=True)
         torch.save(delta, out / "delta.pt")
+    if dist.is_initialized():
+        # shut gloo down before the interpreter exits; a rank that exits with gloo's
+        # threads still alive can abort ("terminate called without an active exception")
+        dist.barrier()
+        dist.destroy_process_group()
