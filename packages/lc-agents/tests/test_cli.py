@@ -85,12 +85,14 @@ def test_empty_model_reply(doc, tiny_model_dir) -> None:
     assert "empty reply" in r.output
 
 
-def test_answer_and_memory_trace_over_http(doc, tiny_model_dir) -> None:
-    def reply(body):
-        prompt = body["messages"][-1]["content"]
-        return "5471234" if "Answer with" in prompt else "The river gauge read 5471234."
+def _gauge_reply(body):
+    prompt = body["messages"][-1]["content"]
+    return "5471234" if "Answer with" in prompt else "The river gauge read 5471234."
 
-    with ScriptedServer([(200, reply)]) as srv:
+
+def _ask_gauge(doc, tiny_model_dir, *extra: str):
+    """``ask`` about the gauge document over a scripted server; (result, requests)."""
+    with ScriptedServer([(200, _gauge_reply)]) as srv:
         r = ask(
             str(doc),
             "-q",
@@ -103,9 +105,13 @@ def test_answer_and_memory_trace_over_http(doc, tiny_model_dir) -> None:
             str(tiny_model_dir),
             "--chunk-tokens",
             "64",
-            "--show-memory",
+            *extra,
         )
-        n_requests = len(srv.requests)
+        return r, len(srv.requests)
+
+
+def test_answer_and_memory_trace_over_http(doc, tiny_model_dir) -> None:
+    r, n_requests = _ask_gauge(doc, tiny_model_dir, "--show-memory")
     assert r.exit_code == 0, r.output
     assert "Answer: 5471234" in r.output
     assert "Question: What did the gauge read?" in r.output
@@ -119,25 +125,7 @@ def test_profile_reports_peak_memory_and_throughput(doc, tiny_model_dir) -> None
     import re
     from pathlib import Path
 
-    def reply(body):
-        prompt = body["messages"][-1]["content"]
-        return "5471234" if "Answer with" in prompt else "The river gauge read 5471234."
-
-    with ScriptedServer([(200, reply)]) as srv:
-        r = ask(
-            str(doc),
-            "-q",
-            "What did the gauge read?",
-            "--endpoint",
-            srv.url,
-            "--model",
-            "m",
-            "--tokenizer",
-            str(tiny_model_dir),
-            "--chunk-tokens",
-            "64",
-            "--profile",
-        )
+    r, _ = _ask_gauge(doc, tiny_model_dir, "--profile")
     assert r.exit_code == 0, r.output
     found = re.search(r"peak RSS (\d+) MiB .* (\d+) document\s+tokens/s", r.output, re.S)
     assert found, r.output
