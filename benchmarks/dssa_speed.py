@@ -15,9 +15,17 @@ with ``--threads 1`` (the default) CPU time is the robust measure on a loaded ma
   random tokens with ``use_cache=True``, then ``--decode-steps`` greedy tokens, with the
   model's own ``"sdpa"`` vs ``enable_dssa``.
 
-Writes ``docs/benchmarks/lc-attention-dssa/speed.json`` and ``speed.png``.
+With ``--device cuda`` (bf16 by default) the same comparison runs on a GPU: wall clock
+after a device synchronize, best of ``--reps``; the model is SmolLM2-135M's architecture
+with random weights (``--random-weights``, implied on CUDA; latency does not depend on
+the weight values), all 30 layers.
+
+Writes ``docs/benchmarks/lc-attention-dssa/speed.json`` and ``speed.png`` (``speed_gpu.*``
+on CUDA).
 
     uv run python benchmarks/dssa_speed.py --lengths 8192 16384 32768 --layers 4
+    python benchmarks/dssa_speed.py --device cuda --lengths 8192 16384 32768 65536 \
+        --model-lengths 8192 16384 32768 --layers 30 --reps 5
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import argparse
 import json
 import pathlib
 import platform
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,14 +42,24 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from smollm2_shape import random_smollm2
+
 from lc_attention.dssa import CompressedKeyCache, DSSAConfig, dssa_attention
 
 OUT = pathlib.Path(__file__).resolve().parents[1] / "docs/benchmarks/lc-attention-dssa"
 
 
+CUDA = False  # set by main(): synchronize the device around every timed call
+
+
 def _timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    if CUDA:
+        torch.cuda.synchronize()
     w0, c0 = time.perf_counter(), time.process_time()
     out = fn()
+    if CUDA:
+        torch.cuda.synchronize()
     return time.perf_counter() - w0, time.process_time() - c0, out
 
 
@@ -69,6 +88,8 @@ def _row(
         "speedup_wall": dense[0] / dssa[0],
         "speedup_cpu": dense[1] / dssa[1],
     }
+    # the headline ratio: process CPU time on CPU (robust on a shared machine), wall on GPU
+    row["speedup"] = row["speedup_wall"] if CUDA else row["speedup_cpu"]
     print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
     return row
 
@@ -76,13 +97,13 @@ def _row(
 STEPS = 8
 
 
-def attention_layer(lengths: list[int], cfg: DSSAConfig, reps: int) -> list[dict[str, Any]]:
+def attention_layer(
+    lengths: list[int], cfg: DSSAConfig, reps: int, device: str = "cpu", dtype=torch.float32
+) -> list[dict[str, Any]]:
     rows = []
     g = torch.Generator().manual_seed(0)
     for s in lengths:
-        q = torch.randn(1, s, 9, 64, generator=g)
-        k = torch.randn(1, s, 3, 64, generator=g)
-        v = torch.randn(1, s, 3, 64, generator=g)
+        q, k, v = (torch.randn(1, s, h, 64, generator=g).to(device, dtype) for h in (9, 3, 3))
         _dense_layer(q[:, :256], k[:, :256], v[:, :256], True)  # warm-up
         dense = _best(lambda q=q, k=k, v=v: _dense_layer(q, k, v, True), reps)
         dssa = _best(lambda q=q, k=k, v=v: dssa_attention(q, k, v, cfg), reps)
@@ -127,20 +148,35 @@ def _prefill_decode(
 
 
 def whole_model(
-    lengths: list[int], cfg: DSSAConfig, layers: int, steps: int
+    lengths: list[int],
+    cfg: DSSAConfig,
+    layers: int,
+    steps: int,
+    device: str = "cpu",
+    dtype=torch.float32,
+    random_weights: bool = False,
 ) -> list[dict[str, Any]]:
-    from lc_agents.models import load_model
     from lc_attention.hf import enable_dssa
 
-    model, _ = load_model()
-    total = len(model.model.layers)
-    model.model.layers = model.model.layers[:layers]
-    model.config.num_hidden_layers = layers
-    kind = f"SmolLM2-135M, {layers} of {total} layers"
+    if random_weights:
+        model, total = random_smollm2(layers, device, dtype, max(lengths)), 30
+        kind = f"SmolLM2-135M shape (random weights), {layers} of {total} layers"
+    else:
+        from lc_agents.models import load_model
+
+        model, _ = load_model()
+        total = len(model.model.layers)
+        model.model.layers = model.model.layers[:layers]
+        model.config.num_hidden_layers = layers
+        kind = f"SmolLM2-135M, {layers} of {total} layers"
     rows = []
     g = torch.Generator().manual_seed(0)
     for s in lengths:
-        ids = torch.randint(0, model.config.vocab_size, (1, s), generator=g)
+        ids = torch.randint(0, model.config.vocab_size, (1, s), generator=g).to(device)
+        warm = ids if CUDA else ids[:, :256]  # GPU: compile every kernel variant first
+        _prefill_decode(model, warm, 1)
+        with enable_dssa(model, cfg):
+            _prefill_decode(model, warm, 1)
         dense_p, dense_d = _prefill_decode(model, ids, steps)
         with enable_dssa(model, cfg):
             dssa_p, dssa_d = _prefill_decode(model, ids, steps)
@@ -159,15 +195,13 @@ def _plot(rows: list[dict[str, Any]], path: pathlib.Path) -> None:
     series = sorted({(r["kind"], r["phase"]) for r in rows})
     for (kind, phase), mark in zip(series, ("o-", "s--", "^-", "v--"), strict=False):
         pts = sorted(
-            (r["length"], r["speedup_cpu"])
-            for r in rows
-            if (r["kind"], r["phase"]) == (kind, phase)
+            (r["length"], r["speedup"]) for r in rows if (r["kind"], r["phase"]) == (kind, phase)
         )
         ax.plot([p[0] for p in pts], [p[1] for p in pts], mark, label=f"{kind}: {phase}")
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("context length (tokens)")
-    ax.set_ylabel("dense time / DSSA time (CPU)")
+    ax.set_ylabel("dense time / DSSA time")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -182,28 +216,48 @@ def main() -> None:
     ap.add_argument("--decode-steps", type=int, default=4)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", type=pathlib.Path, default=OUT / "speed.json")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--dtype", default=None, help="default: float32 on CPU, bfloat16 on CUDA")
+    ap.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="SmolLM2-135M's architecture with random weights (implied on CUDA)",
+    )
+    ap.add_argument("--out", type=pathlib.Path, default=None, help="default: speed[_gpu].json")
     args = ap.parse_args()
+    global CUDA
+    CUDA = args.device == "cuda"
+    dtype = getattr(torch, args.dtype or ("bfloat16" if CUDA else "float32"))
+    out = args.out or OUT / ("speed_gpu.json" if CUDA else "speed.json")
     torch.set_num_threads(args.threads)
     cfg = DSSAConfig.small(query_block=64)
     t0 = time.perf_counter()
-    rows = attention_layer(args.lengths, cfg, args.reps)
+    rows = attention_layer(args.lengths, cfg, args.reps, args.device, dtype)
     model_lengths = args.lengths if args.model_lengths is None else args.model_lengths
     if model_lengths:
-        rows += whole_model(model_lengths, cfg, args.layers, args.decode_steps)
+        rows += whole_model(
+            model_lengths, cfg, args.layers, args.decode_steps, args.device, dtype,
+            random_weights=args.random_weights or CUDA,
+        )  # fmt: skip
+    machine = (
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}"
+        if CUDA
+        else f"{platform.machine()} CPU, {args.threads} thread(s), shared with other jobs"
+    )
     result = {
         "config": cfg.__dict__,
-        "dtype": "float32",
-        "machine": f"{platform.machine()} CPU, {args.threads} thread(s), shared with other jobs",
+        "dtype": str(dtype).removeprefix("torch."),
+        "machine": machine,
         "timing": f"attention layer: best of {args.reps}; model: one prefill, mean of "
-        f"{args.decode_steps} decode steps; CPU = process time",
+        f"{args.decode_steps} decode steps; "
+        + ("wall clock after a device synchronize" if CUDA else "CPU = process time"),
         "wall_s": time.perf_counter() - t0,
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    _plot(rows, args.out.with_suffix(".png"))
-    print(f"wrote {args.out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    _plot(rows, out.with_suffix(".png"))
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

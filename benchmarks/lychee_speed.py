@@ -5,7 +5,11 @@ values of the model's shape ([1, 3, T, 64] per layer, float32) at T = 8K, 16K, 3
 the real weights and RoPE positions T (latency does not depend on the cache values).
 All modes run in the same process, on the same kind of cache, interleaved step by step
 (mode A, mode B, ... then again), and each reports the best of ``--reps`` repetitions of
-``--steps`` consecutive greedy decode steps (the cache grows, then is cropped back):
+``--steps`` consecutive greedy decode steps (the cache grows, then is cropped back).
+With ``--device cuda`` (bf16) the model is SmolLM2-135M's architecture with random
+weights (latency does not depend on the weight values; the role map keeps its learned
+pattern), times are wall clock after a device synchronize, and the decode path uses the
+lc-kernels decode kernels:
 
 - ``full_sdpa``: the model's own SDPA attention over a ``PreallocatedCache`` (in-place
   append, no per-step copy of the cache);
@@ -20,6 +24,8 @@ timed the same way: SDPA, the dense path and the hybrid path. Writes ``speed.jso
 ``speed.png`` under ``docs/benchmarks/lc-attention-lychee/``.
 
     nice -n 10 uv run python benchmarks/lychee_speed.py --lengths 8192 16384 32768
+    python benchmarks/lychee_speed.py --device cuda --no-dynamic \
+        --lengths 8192 16384 32768 65536 131072   # writes speed_gpu.json
 """
 
 from __future__ import annotations
@@ -37,12 +43,19 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from lychee_common import OUT, ROLES, machine
+from smollm2_shape import random_smollm2
 
 from lc_attention.lychee import PreallocatedCache, RoleMap, disable_lychee, enable_lychee
 from lc_attention.lychee.attention import decode_step, head_plan
 from lc_attention.lychee.hf import _publish_plan
 
 MODES = ("full_sdpa", "full_dense", "lychee", "full_dynamic")
+CUDA = False  # set by main(): synchronize the device around every timed call
+
+
+def _sync() -> None:
+    if CUDA:
+        torch.cuda.synchronize()
 
 
 def _fill(cache, kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
@@ -65,8 +78,10 @@ def _interleaved(
     cpu: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(reps):
         for name, fn in fns.items():
+            _sync()
             c0, t0 = time.thread_time(), time.perf_counter()
             fn()
+            _sync()
             wall[name].append(time.perf_counter() - t0)
             cpu[name].append(time.thread_time() - c0)
     return wall, cpu
@@ -80,8 +95,9 @@ def _measure(model, rm: RoleMap, t: int, args) -> dict:
     layers, hq, hkv = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads
     d = cfg.hidden_size // hq
     g = torch.Generator().manual_seed(t)
+    dev, dtype = model.device, model.dtype
     kv = [
-        (torch.randn(1, hkv, t, d, generator=g), torch.randn(1, hkv, t, d, generator=g))
+        tuple(torch.randn(1, hkv, t, d, generator=g).to(dev, dtype) for _ in range(2))
         for _ in range(layers)
     ]
     pre = PreallocatedCache(config=cfg, capacity=t + args.steps + 1)
@@ -92,7 +108,7 @@ def _measure(model, rm: RoleMap, t: int, args) -> dict:
         _fill(dyn, kv)
     del kv
     everyone = RoleMap.from_model(model)
-    tok = torch.tensor([[42]])
+    tok = torch.tensor([[42]], device=dev)
 
     def decode(cache, roles: RoleMap | None) -> Callable[[], None]:
         def run() -> None:
@@ -124,9 +140,10 @@ def _measure(model, rm: RoleMap, t: int, args) -> dict:
     publish = _publish_plan(roles, [True] * layers)
     plans = [head_plan(roles[i], publish[i], hq, hkv) for i in range(layers)]
     dense = head_plan([True] * hq, [False] * hq, hq, hkv)
-    q = torch.randn(1, hq, d, generator=g)
+    q = torch.randn(1, hq, d, generator=g).to(dev, dtype)
     cache_kv = [(layer.keys, layer.values) for layer in pre.layers]
-    idx = torch.zeros(1, hq, args.topk, dtype=torch.long)
+    idx = torch.zeros(1, hq, args.topk, dtype=torch.long, device=dev)
+    backend = "auto"  # the decode kernels on CUDA, batched PyTorch on CPU (as the model runs)
 
     def att_sdpa() -> None:
         with torch.no_grad():
@@ -136,7 +153,10 @@ def _measure(model, rm: RoleMap, t: int, args) -> dict:
     def att_dense() -> None:
         with torch.no_grad():
             for k, v in cache_kv:
-                decode_step(dense, q, k.transpose(1, 2), v.transpose(1, 2), indices=None, topk=1)
+                decode_step(
+                    dense, q, k.transpose(1, 2), v.transpose(1, 2), indices=None, topk=1,
+                    backend=backend,
+                )  # fmt: skip
 
     def att_lychee() -> None:
         with torch.no_grad():
@@ -144,13 +164,15 @@ def _measure(model, rm: RoleMap, t: int, args) -> dict:
                 decode_step(
                     plan, q, k.transpose(1, 2), v.transpose(1, 2), indices=idx,
                     topk=args.topk, block_size=args.block_size, out_indices=idx,
+                    backend=backend,
                 )  # fmt: skip
 
     att_wall, att_cpu = _interleaved(
         {"full_sdpa": att_sdpa, "full_dense": att_dense, "lychee": att_lychee}, args.reps
     )
     # primary numbers: thread CPU time with one thread (robust to other jobs), else wall
-    step_main, att_main = (step_cpu, att_cpu) if args.threads == 1 else (step_wall, att_wall)
+    one_thread = args.threads == 1 and not CUDA
+    step_main, att_main = (step_cpu, att_cpu) if one_thread else (step_wall, att_wall)
     row: dict = {"length": t}
     for name in step_wall:
         row[f"step_s_{name}"] = min(step_main[name]) / args.steps
@@ -177,13 +199,29 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-dynamic", action="store_true", help="skip the DynamicCache row")
     ap.add_argument("--roles", type=pathlib.Path, default=ROLES)
-    ap.add_argument("--out", type=pathlib.Path, default=OUT / "speed.json")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="SmolLM2-135M's architecture with random weights (implied on CUDA)",
+    )
+    ap.add_argument("--out", type=pathlib.Path, default=None, help="default: speed[_gpu].json")
     args = ap.parse_args()
+    global CUDA
+    CUDA = args.device == "cuda"
+    out = args.out or OUT / ("speed_gpu.json" if CUDA else "speed.json")
     torch.set_num_threads(args.threads)
-    from lc_agents.models import load_model
-
-    model, _ = load_model()
     rm = RoleMap.load(args.roles)
+    if args.random_weights or CUDA:
+        dtype = torch.bfloat16 if CUDA else torch.float32
+        model = random_smollm2(30, args.device, dtype, max(args.lengths) + args.steps + 1)
+        rm = RoleMap.from_model(model, retrieval=rm.retrieval)  # same roles, this stand-in
+        model_name = f"SmolLM2-135M architecture, random weights, {str(dtype)[6:]}"
+    else:
+        from lc_agents.models import load_model
+
+        model, _ = load_model()
+        model_name = "SmolLM2-135M-Instruct (embedded GGUF, float32)"
     num_kv = int(rm.fingerprint["num_kv_heads"])
     kv_read = sum(
         len({h // (rm.num_heads // num_kv) for h, r in enumerate(row) if r}) for row in rm.retrieval
@@ -194,7 +232,7 @@ def main() -> None:
         rows.append(_measure(model, rm, t, args))
         print({k: round(v, 4) if isinstance(v, float) else v for k, v in rows[-1].items()})
     result = {
-        "model": "SmolLM2-135M-Instruct (embedded GGUF, float32), synthetic KV cache",
+        "model": f"{model_name}, synthetic KV cache",
         "roles": {
             "file": args.roles.name,
             "num_retrieval": rm.num_retrieval,
@@ -210,16 +248,20 @@ def main() -> None:
             "best of reps, per decode step; modes interleaved in one process; "
             + (
                 "step_s_* / attention_s_* are thread CPU time (1 torch thread), *_wall wall clock"
-                if args.threads == 1
-                else "wall clock"
+                if args.threads == 1 and not CUDA
+                else "wall clock" + (" after a device synchronize" if CUDA else "")
             )
         ),
-        "machine": machine(args.threads),
+        "machine": (
+            f"{torch.cuda.get_device_name()}, torch {torch.__version__}"
+            if CUDA
+            else machine(args.threads)
+        ),
         "seconds": round(time.perf_counter() - t_start, 1),
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
     import matplotlib
 
     matplotlib.use("Agg")
@@ -248,8 +290,8 @@ def main() -> None:
         a.set_xscale("log", base=2)
         a.set_xlabel("KV cache length (tokens)")
     fig.tight_layout()
-    fig.savefig(args.out.with_suffix(".png"), dpi=120)
-    print(f"wrote {args.out}")
+    fig.savefig(out.with_suffix(".png"), dpi=120)
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
