@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lc_timeseries_kd.config import GDPDConfig
+from lc_timeseries_kd.config import GDPDConfig, default_start
 from lc_timeseries_kd.diffusion import (
     NoisePredictor,
     NoiseSchedule,
@@ -43,11 +43,36 @@ def test_ddim_with_zero_steps_is_the_identity() -> None:
     assert ddim_timesteps(0, 500) == []
 
 
-def test_ddim_timesteps_are_evenly_spaced() -> None:
-    assert ddim_timesteps(5, 500) == [500, 400, 300, 200, 100]
+def test_ddim_timesteps_are_evenly_spaced_down_to_zero() -> None:
+    assert ddim_timesteps(5, 400) == [400, 300, 200, 100, 0]
     assert ddim_timesteps(1, 999) == [999]
+    assert ddim_timesteps(3, 2) == [2, 1, 0]
     with pytest.raises(ValueError):
         ddim_timesteps(-1, 10)
+    with pytest.raises(ValueError, match="start"):
+        ddim_timesteps(5, 3)
+
+
+def test_default_grid_is_the_lower_half_of_a_ddim_grid_of_twice_the_steps() -> None:
+    # the paper's code: a 2n-step DDIM grid over [0, T) (step T // 2n), of which the
+    # noise predictor sees the lower n timesteps, ending at 0 and then the clean sample
+    for t_max, n in [(1000, 5), (1000, 3), (200, 4)]:
+        full = [i * (t_max // (2 * n)) for i in range(2 * n)][::-1]
+        assert ddim_timesteps(n, default_start(t_max, n)) == full[n:]
+    assert GDPDConfig().start == 400
+    assert GDPDConfig(inference_steps=2).start == 250
+
+
+def test_ddim_sampler_visits_the_default_grid() -> None:
+    seen: list[int] = []
+
+    class Recorder(torch.nn.Module):
+        def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+            seen.append(int(t[0]))
+            return torch.zeros_like(x)
+
+    ddim_sample(Recorder(), NoiseSchedule(1000), torch.randn(2, 3), num_steps=5)
+    assert seen == [400, 300, 200, 100, 0]
 
 
 @pytest.mark.parametrize("steps", [1, 2, 5])
@@ -121,6 +146,28 @@ def test_start_point_reduces_to_the_student_feature_when_gamma_is_one() -> None:
     assert torch.allclose(x, d.trans(s), atol=1e-6)
 
 
+def test_autoencoder_latent_is_normalised_whatever_the_teacher_scale() -> None:
+    # the prior's data must sit at the unit scale the noise schedule assumes
+    d = GDPDDistiller(4, 6, GDPDConfig(hidden=16))
+    g = torch.Generator().manual_seed(0)
+    teacher = 40.0 + 25.0 * torch.randn(256, 6, generator=g)  # far from unit scale
+    z = d.encoder(teacher)
+    assert z.shape == (256, 4)
+    assert torch.allclose(z.mean(0), torch.zeros(4), atol=1e-4)
+    assert torch.allclose(z.var(0, unbiased=False), torch.ones(4), atol=1e-3)
+
+
+def test_prior_is_trainable_after_the_warmup_by_default() -> None:
+    # the paper's code keeps the whole distiller in the optimiser throughout
+    assert GDPDConfig().train_prior_after_warmup
+    d = GDPDDistiller(4, 6, GDPDConfig(hidden=16))
+    s = torch.randn(3, 4, requires_grad=True)
+    d.refine(s, torch.Generator().manual_seed(0)).sum().backward()
+    assert any(
+        p.grad is not None and float(p.grad.abs().sum()) > 0 for p in d.eps_model.parameters()
+    )
+
+
 def test_frozen_prior_still_passes_gradients_to_the_student() -> None:
     d = GDPDDistiller(4, 6, GDPDConfig(hidden=16))
     d.set_prior_trainable(False)
@@ -143,6 +190,7 @@ def test_distiller_without_autoencoder_needs_matching_latent() -> None:
     [
         ({"inference_steps": -1}, "inference_steps"),
         ({"start_timestep": 1000}, "start_timestep"),
+        ({"start_timestep": 3}, "start_timestep"),
         ({"beta_start": 0.0}, "beta_start"),
         ({"weight": -1.0}, "weight"),
     ],

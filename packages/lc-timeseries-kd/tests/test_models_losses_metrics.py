@@ -58,11 +58,22 @@ def test_fitnet_hint_is_zero_at_an_exact_regression() -> None:
     hint = FitNetHint(3, 3)
     with torch.no_grad():
         hint.regressor.weight.copy_(torch.eye(3))
-        hint.regressor.bias.zero_()
     f = torch.randn(4, 3)
     with torch.no_grad():
         assert float(hint(f, f)) == pytest.approx(0.0, abs=1e-12)
         assert float(hint(f, f + 1.0)) == pytest.approx(1.0, rel=1e-6)
+
+
+def test_fitnet_regressor_is_bias_free_and_starts_near_zero() -> None:
+    # as the paper's code: a bias-free 1x1 map initialised uniformly in [-0.005, 0.005],
+    # so the hint loss starts at the teacher feature's mean square
+    torch.manual_seed(0)
+    hint = FitNetHint(16, 24)
+    assert hint.regressor.bias is None
+    assert float(hint.regressor.weight.abs().max()) <= 0.005
+    s, t = torch.randn(64, 16), torch.randn(64, 24) + 2.0
+    with torch.no_grad():
+        assert float(hint(s, t)) == pytest.approx(float((t**2).mean()), rel=0.02)
 
 
 def test_auc_prc_perfect_and_reference_values() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -51,8 +52,7 @@ def test_every_method_trains_a_student_that_runs_alone(toy, method: str) -> None
     proba = predict_proba(res.model, prefix_view(x, 0.5))
     assert proba.shape == (len(y), 2)
     assert np.isfinite(res.train_loss).all()
-    if method in ("fitnet", "gdpd"):  # selection starts after the warm-up
-        assert res.best_epoch > TINY.warmup_epochs
+    assert res.best_epoch > TINY.warmup_epochs  # every method selects after the warm-up
     assert accuracy(y, proba) >= 0.75
 
 
@@ -65,6 +65,33 @@ def test_training_is_deterministic_with_a_seed(toy, method: str) -> None:
     assert a.train_loss == b.train_loss
     c = _student(method, toy, seed=6)
     assert c.train_loss != a.train_loss
+
+
+@pytest.mark.parametrize(
+    ("method", "changes"),
+    [
+        ("logit", {"kd_weight": 0.0}),
+        ("fitnet", {"warmup_epochs": 0}),
+        ("gdpd", {"gdpd": GDPDConfig(hidden=32, weight=0.0, prior_pretrain_steps=5)}),
+    ],
+)
+def test_switched_off_distillation_reproduces_the_plain_student(toy, method, changes) -> None:
+    # equal budgets: same initial student, epochs, minibatch order and selection window,
+    # so a method whose distillation term is switched off trains the no-KD student
+    # exactly (the diffusion noise and prior pre-training must not shift the batches)
+    x, y = toy
+    cfg = replace(TINY, grad_clip=0.0, **changes)
+    teacher = train_teacher(x, y, x, y, TINY, seed=0).model
+    xp = prefix_view(x, 0.5)
+    plain = train_student("none", xp, x, y, xp, y, teacher, cfg, seed=3)
+    other = train_student(method, xp, x, y, xp, y, teacher, cfg, seed=3)
+    assert other.best_epoch == plain.best_epoch
+    assert other.val_loss == plain.val_loss
+    for (ka, va), (kb, vb) in zip(
+        plain.model.state_dict().items(), other.model.state_dict().items(), strict=True
+    ):
+        assert ka == kb
+        assert torch.equal(va, vb), ka
 
 
 def test_training_leaves_global_rng_alone(toy) -> None:

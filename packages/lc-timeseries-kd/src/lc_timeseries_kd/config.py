@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["METHODS", "GDPDConfig", "TrainConfig"]
+__all__ = ["METHODS", "GDPDConfig", "TrainConfig", "default_start"]
 
 #: Student training methods: no distillation, logit KD (Hinton), FitNet feature KD
 #: (the paper's Base-KD) and GDPD.
@@ -16,6 +16,24 @@ def _positive(name: str, value: float, allowed: str = "> 0") -> None:
         raise ValueError(f"{name} must be {allowed}, got {value!r}")
 
 
+def default_start(num_train_timesteps: int, num_steps: int) -> int:
+    """First timestep of the default ``num_steps``-step restoration grid.
+
+    The grid is the lower half of a ``2 * num_steps``-step DDIM grid over
+    ``[0, num_train_timesteps)`` (step ``d = T // (2 n)``), so it starts at ``(n - 1) d``
+    and ends at ``0``.
+
+    Example:
+        >>> default_start(1000, 5)
+        400
+        >>> default_start(1000, 0)
+        0
+    """
+    if num_steps <= 0:
+        return 0
+    return (num_steps - 1) * (num_train_timesteps // (2 * num_steps))
+
+
 @dataclass(frozen=True)
 class GDPDConfig:
     """Diffusion-prior distillation settings (defaults follow the paper / its code).
@@ -25,17 +43,23 @@ class GDPDConfig:
         beta_start: first beta of the linear schedule.
         beta_end: last beta of the linear schedule.
         inference_steps: DDIM steps from the student-conditioned start point (5).
-        start_timestep: timestep assigned to the start point; ``None`` = ``T // 2``.
+        start_timestep: timestep assigned to the start point, the first one the noise
+            predictor sees; the steps then run evenly down to ``0``. ``None`` = the
+            paper's code: the lower half of a ``2 n``-step grid, ``(n - 1) * (T // 2n)``
+            (400 for ``T = 1000`` and 5 steps).
         latent_dim: size of the teacher-feature latent the prior lives in; ``None`` =
             the student's feature size.
-        use_autoencoder: compress teacher features with a small autoencoder (trained
-            with a reconstruction loss) before learning the prior, as the paper's code.
-        hidden: width of the noise predictor, autoencoder and noise adapter.
+        use_autoencoder: map teacher features to a batch-normalised latent (linear
+            encoder + batch norm, linear decoder, trained with a reconstruction loss)
+            before learning the prior, as the paper's code does; the batch norm keeps the
+            latent at the unit scale the noise schedule assumes.
+        hidden: width of the noise predictor and the noise adapter.
         weight: weight ``lambda`` of the GDPD terms (prior losses in the warm-up,
             classification of the restored feature afterwards).
-        train_prior_after_warmup: keep the prior trainable (by the distillation loss)
-            after the warm-up, as the paper's code does; ``False`` freezes the learned
-            teacher prior and its autoencoder once the warm-up ends.
+        train_prior_after_warmup: keep the prior trainable after the warm-up, as the
+            paper's code does (its noise predictor then receives the gradient of the
+            distillation loss); ``False`` freezes the learned teacher prior and its
+            autoencoder once the warm-up ends.
         prior_pretrain_steps: extra Adam steps on the prior losses alone (minibatches
             of the precomputed teacher features) before the student loop starts; for
             short schedules where the warm-up alone leaves the prior under-trained.
@@ -51,7 +75,7 @@ class GDPDConfig:
     use_autoencoder: bool = True
     hidden: int = 256
     weight: float = 1.0
-    train_prior_after_warmup: bool = False
+    train_prior_after_warmup: bool = True
     prior_pretrain_steps: int = 0
 
     def __post_init__(self) -> None:
@@ -65,10 +89,11 @@ class GDPDConfig:
         if self.inference_steps < 0:
             raise ValueError(f"inference_steps must be >= 0, got {self.inference_steps}")
         start = self.start
-        if not self.inference_steps <= start < self.num_train_timesteps:
+        lowest = max(self.inference_steps - 1, 0)
+        if not lowest <= start < self.num_train_timesteps:
             raise ValueError(
-                f"start_timestep must lie in [inference_steps, num_train_timesteps - 1] = "
-                f"[{self.inference_steps}, {self.num_train_timesteps - 1}], got {start}"
+                f"start_timestep must lie in [inference_steps - 1, num_train_timesteps - 1] = "
+                f"[{lowest}, {self.num_train_timesteps - 1}], got {start}"
             )
         if self.latent_dim is not None:
             _positive("latent_dim", self.latent_dim)
@@ -82,7 +107,7 @@ class GDPDConfig:
     def start(self) -> int:
         """Timestep of the start point."""
         if self.start_timestep is None:
-            return self.num_train_timesteps // 2
+            return default_start(self.num_train_timesteps, self.inference_steps)
         return self.start_timestep
 
 
@@ -99,7 +124,7 @@ class TrainConfig:
         epochs: training epochs of the students.
         teacher_epochs: training epochs of the teacher (``None``: ``epochs``).
         warmup_epochs: warm-up epochs of GDPD (prior learning) and FitNet (hint stage);
-            model selection for those methods starts after the warm-up.
+            model selection of every student (all methods alike) starts after it.
         batch_size: minibatch size.
         lr: Adam learning rate.
         weight_decay: Adam weight decay.

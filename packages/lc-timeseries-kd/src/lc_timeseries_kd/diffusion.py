@@ -3,7 +3,10 @@
 Features are vectors ``[batch, dim]``. The forward process is the DDPM one,
 ``x_t = sqrt(abar_t) x_0 + sqrt(1 - abar_t) eps`` with a linear beta schedule; the
 network predicts ``eps``. Sampling uses deterministic DDIM (``eta = 0``) over a few
-evenly spaced timesteps.
+evenly spaced timesteps that end at ``t = 0``; the step after ``t = 0`` lands on the
+clean sample (``abar = 1``). The default grid is the second half of a ``2 n``-step DDIM
+grid over ``[0, T)``: for ``T = 1000`` and ``n = 5`` the noise predictor is evaluated at
+``400, 300, 200, 100, 0``.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import math
 
 import torch
 from torch import nn
+
+from lc_timeseries_kd.config import default_start
 
 __all__ = [
     "NoisePredictor",
@@ -137,22 +142,25 @@ def diffusion_loss(
 
 
 def ddim_timesteps(num_steps: int, start: int) -> list[int]:
-    """Evenly spaced decreasing timesteps from ``start`` for ``num_steps`` DDIM steps.
+    """Evenly spaced decreasing timesteps from ``start`` down to ``0`` (``num_steps`` of them).
 
-    ``[start, start - d, ..., d]`` with ``d = start / num_steps`` (rounded); the step
-    after the last one lands on the clean sample. Zero steps gives ``[]``.
+    ``[start, start - d, ..., d, 0]`` with ``d = start / (num_steps - 1)`` (rounded); the
+    step after ``0`` lands on the clean sample. One step gives ``[start]``, zero steps
+    ``[]``.
 
     Example:
-        >>> ddim_timesteps(5, 500)
-        [500, 400, 300, 200, 100]
+        >>> ddim_timesteps(5, 400)
+        [400, 300, 200, 100, 0]
     """
     if num_steps < 0:
         raise ValueError(f"num_steps must be >= 0, got {num_steps}")
     if num_steps == 0:
         return []
-    if start < num_steps:
-        raise ValueError(f"start ({start}) must be >= num_steps ({num_steps})")
-    return [round(start * (num_steps - i) / num_steps) for i in range(num_steps)]
+    if start < num_steps - 1:
+        raise ValueError(f"start ({start}) must be >= num_steps - 1 ({num_steps - 1})")
+    if num_steps == 1:
+        return [start]
+    return [round(start * (num_steps - 1 - i) / (num_steps - 1)) for i in range(num_steps)]
 
 
 def ddim_step(
@@ -191,7 +199,8 @@ def ddim_sample(
         schedule: the noise schedule the model was trained with.
         x_start: ``[batch, dim]`` start point (e.g. a noised student feature).
         num_steps: number of DDIM steps (paper: 5).
-        start: timestep of ``x_start`` (default: half of ``T``).
+        start: timestep of ``x_start``, the first one the noise predictor sees
+            (default: ``config.default_start``, 400 for ``T = 1000`` and 5 steps).
 
     Returns:
         ``[batch, dim]`` denoised features.
@@ -203,7 +212,7 @@ def ddim_sample(
         True
     """
     if start is None:
-        start = schedule.num_train_timesteps // 2
+        start = default_start(schedule.num_train_timesteps, num_steps)
     if not 0 <= start < schedule.num_train_timesteps:
         raise ValueError(f"start must lie in [0, {schedule.num_train_timesteps - 1}], got {start}")
     steps = ddim_timesteps(num_steps, start)

@@ -30,7 +30,7 @@ class PartialSeriesClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[m
         arch: ``"fcn"`` or ``"lstm"`` (teacher and student share the architecture).
         length: resampled series length (paper: 100).
         epochs: training epochs of teacher and student.
-        warmup_epochs: GDPD / FitNet warm-up epochs.
+        warmup_epochs: GDPD / FitNet warm-up epochs (model selection starts after them).
         lr: Adam learning rate.
         batch_size: minibatch size.
         val_fraction: share of the training data held out for model selection.

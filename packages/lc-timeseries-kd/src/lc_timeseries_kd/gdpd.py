@@ -1,8 +1,8 @@
 """GDPD: a diffusion prior over teacher features restores student features.
 
 Student features of a partial series are treated as degraded observations of the
-teacher's full-context features. A diffusion model learns the distribution of (an
-autoencoder latent of) teacher features. A student feature is projected into that
+teacher's full-context features. A diffusion model learns the distribution of (a
+batch-normalised autoencoder latent of) teacher features. A student feature is projected into that
 latent space, mixed with Gaussian noise using a per-sample weight predicted from the
 feature itself, and denoised with a few DDIM steps; the restored feature is mapped
 back to the student's feature space and classified by the student's own head. The
@@ -73,12 +73,11 @@ class GDPDDistiller(nn.Module):
         self.encoder: nn.Module
         self.decoder: nn.Module
         if cfg.use_autoencoder:
-            self.encoder = nn.Sequential(
-                nn.Linear(teacher_dim, cfg.hidden), nn.SiLU(), nn.Linear(cfg.hidden, latent)
-            )
-            self.decoder = nn.Sequential(
-                nn.Linear(latent, cfg.hidden), nn.SiLU(), nn.Linear(cfg.hidden, teacher_dim)
-            )
+            # as the paper's code: a linear map followed by batch norm, so the prior's data
+            # have roughly zero mean and unit variance (the scale the noise schedule
+            # assumes) whatever the scale of the teacher features; linear decoder
+            self.encoder = nn.Sequential(nn.Linear(teacher_dim, latent), nn.BatchNorm1d(latent))
+            self.decoder = nn.Linear(latent, teacher_dim)
         else:
             self.encoder = nn.Identity()
             self.decoder = nn.Identity()
@@ -134,8 +133,9 @@ class GDPDDistiller(nn.Module):
         """Restore student features with the prior: ``[batch, D_s] -> [batch, D_s]``.
 
         Mixes the projected feature with noise, runs ``inference_steps`` DDIM steps from
-        ``start_timestep`` and maps the result back to the student's feature space, so
-        the student's head can classify it.
+        the configured start timestep down to ``0`` (then to the clean sample) and maps
+        the result back to the student's feature space, so the student's head can
+        classify it.
         """
         x, _ = self.start_point(student_feat, generator)
         x = ddim_sample(

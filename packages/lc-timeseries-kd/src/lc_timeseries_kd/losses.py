@@ -39,6 +39,9 @@ def logit_kd_loss(
 class FitNetHint(nn.Module):
     """FitNet hint loss: ``||W s - t||^2`` with a learned linear regressor ``W``.
 
+    As in the paper's code, ``W`` has no bias and starts near zero (uniform in
+    ``[-0.005, 0.005]``).
+
     Args:
         student_dim: student feature size.
         teacher_dim: teacher feature size.
@@ -51,7 +54,8 @@ class FitNetHint(nn.Module):
 
     def __init__(self, student_dim: int, teacher_dim: int):
         super().__init__()
-        self.regressor = nn.Linear(student_dim, teacher_dim)
+        self.regressor = nn.Linear(student_dim, teacher_dim, bias=False)
+        nn.init.uniform_(self.regressor.weight, -0.005, 0.005)
 
     def forward(self, student_feat: torch.Tensor, teacher_feat: torch.Tensor) -> torch.Tensor:
         """Mean squared error between regressed student and teacher features."""

@@ -14,8 +14,11 @@ Methods:
         the task loss of the prior-restored student feature classified by the
         student's head.
 
-Model selection: the epoch with the lowest validation loss (student on validation
-prefixes), counted after the warm-up for ``fitnet`` and ``gdpd``.
+Budgets are equal across methods, as in the paper's code: the same initial student
+(seeded), the same epochs, the same minibatch order (diffusion noise and prior
+pre-training draw from their own generator) and the same model-selection window: the
+epoch with the lowest validation loss (student on validation prefixes) among the epochs
+after the warm-up, for every method.
 """
 
 from __future__ import annotations
@@ -279,7 +282,8 @@ def train_student(
         teacher: trained full-series teacher (unused for ``none``).
         cfg: training settings.
         seed: seeds the student's initialisation, batch order and diffusion noise; the
-            same seed gives every method the same initial student.
+            same seed gives every method the same initial student and the same sequence
+            of minibatches.
         n_classes: number of classes (default: inferred from the labels).
 
     Returns:
@@ -297,14 +301,16 @@ def train_student(
     if method != "none" and teacher is None:
         raise ValueError(f"method {method!r} needs a teacher")
     k = n_classes or _n_classes(y, y_val)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)  # minibatch order only: equal for all methods
     student = _init_model(cfg, x_prefix.shape[1], k, seed)
     xs, yt = _tensor(x_prefix), torch.as_tensor(y, dtype=torch.long)
     t_feat = t_logits = torch.empty(0)
     if teacher is not None and method != "none":
         t_feat, t_logits = _forward_all(teacher, _tensor(x_full))
     extra: nn.Module | None = None
-    select_from = 0
+    # every method selects among the epochs after the warm-up (the paper's code does the
+    # same for all methods), so the selection window does not favour any of them
+    select_from = cfg.warmup_epochs
     on_epoch = None
 
     if method == "none":
@@ -324,7 +330,6 @@ def train_student(
             torch.manual_seed(seed + 1)
             hint = FitNetHint(student.feature_dim, t_feat.shape[1])
         extra = hint
-        select_from = cfg.warmup_epochs
 
         def loss_fn(epoch: int, idx: torch.Tensor) -> torch.Tensor:
             if epoch < cfg.warmup_epochs:
@@ -336,9 +341,9 @@ def train_student(
             torch.manual_seed(seed + 1)
             distiller = GDPDDistiller(student.feature_dim, t_feat.shape[1], cfg.gdpd)
         extra = distiller
-        select_from = cfg.warmup_epochs
         lam = cfg.gdpd.weight
-        _pretrain_prior(distiller, t_feat, cfg, gen)
+        noise = torch.Generator().manual_seed(seed + 1)  # diffusion noise, apart from `gen`
+        _pretrain_prior(distiller, t_feat, cfg, noise)
 
         def on_epoch(epoch: int) -> None:
             if epoch == cfg.warmup_epochs and not cfg.gdpd.train_prior_after_warmup:
@@ -348,8 +353,8 @@ def train_student(
             feat = student.features(xs[idx])
             task = F.cross_entropy(student.head(feat), yt[idx])
             if epoch < cfg.warmup_epochs:
-                return task + lam * distiller.prior_loss(t_feat[idx], generator=gen)
-            restored = distiller.refine(feat, generator=gen)
+                return task + lam * distiller.prior_loss(t_feat[idx], generator=noise)
+            restored = distiller.refine(feat, generator=noise)
             return task + lam * F.cross_entropy(student.head(restored), yt[idx])
 
     result = _fit(
