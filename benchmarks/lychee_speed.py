@@ -138,8 +138,8 @@ def _measure(model, rm: RoleMap, t: int, args) -> dict:
     # attention alone: the 30 layers' attention over the preallocated cache
     roles = [list(r) for r in rm.retrieval]
     publish = _publish_plan(roles, [True] * layers)
-    plans = [head_plan(roles[i], publish[i], hq, hkv) for i in range(layers)]
-    dense = head_plan([True] * hq, [False] * hq, hq, hkv)
+    plans = [head_plan(roles[i], publish[i], hq, hkv, dev) for i in range(layers)]
+    dense = head_plan([True] * hq, [False] * hq, hq, hkv, dev)
     q = torch.randn(1, hq, d, generator=g).to(dev, dtype)
     cache_kv = [(layer.keys, layer.values) for layer in pre.layers]
     idx = torch.zeros(1, hq, args.topk, dtype=torch.long, device=dev)
