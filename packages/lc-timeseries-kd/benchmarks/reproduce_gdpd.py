@@ -4,7 +4,8 @@ No-KD, logit KD, FitNet (Base-KD) and GDPD students over datasets x earliness x 
 scored by macro AUC-PRC on the official test split. Runs resumably (finished cells are
 kept under ``benchmarks/results/``), in ``--workers`` processes of one thread each, and
 writes ``gdpd_reproduction.json``, ``gdpd_reproduction.md`` and ``gdpd_reproduction.png``
-under ``docs/benchmarks/lc-timeseries-kd/``.
+under ``docs/benchmarks/lc-timeseries-kd/`` (``--name`` changes the file stem, e.g. for
+ablations that train only some methods).
 
     python packages/lc-timeseries-kd/benchmarks/reproduce_gdpd.py --workers 2
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import platform
 import time
 from dataclasses import asdict
@@ -47,6 +49,7 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
             weight=args.gdpd_weight,
             prior_pretrain_steps=args.prior_steps,
             hidden=args.prior_hidden,
+            train_prior_after_warmup=not args.frozen_prior,
         ),
     )
 
@@ -63,7 +66,7 @@ def _work(job: tuple[list[str], argparse.Namespace]) -> None:
         datasets,
         PAPER_EARLINESS,
         args.seeds,
-        ["none", "logit", "fitnet", "gdpd"],
+        args.methods,
         _config(args),
         args.out,
         progress=True,
@@ -126,10 +129,16 @@ def main() -> None:
     p.add_argument("--gdpd-weight", type=float, default=1.0)
     p.add_argument("--prior-steps", type=int, default=200)
     p.add_argument("--prior-hidden", type=int, default=128)
+    p.add_argument("--frozen-prior", action="store_true", help="freeze the prior after the warm-up")
+    p.add_argument("--methods", nargs="+", default=["none", "logit", "fitnet", "gdpd"])
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--out", type=Path, default=HERE / "results" / "gdpd_reproduction")
+    p.add_argument("--name", default="gdpd_reproduction", help="stem of the files under docs")
+    p.add_argument("--out", type=Path, default=None, help="cell directory (default per name)")
     args = p.parse_args()
+    if args.out is None:
+        args.out = HERE / "results" / args.name
 
+    load_start = os.getloadavg()
     start = time.perf_counter()
     groups = [args.datasets[i :: args.workers] for i in range(args.workers)]
     jobs = [(g, args) for g in groups if g]
@@ -160,9 +169,11 @@ def main() -> None:
         + " ".join(
             f"--{k.replace('_', '-')} " + (" ".join(map(str, v)) if isinstance(v, list) else str(v))
             for k, v in vars(args).items()
-            if k != "out"
-        ),
+            if k not in ("out", "frozen_prior")
+        )
+        + (" --frozen-prior" if args.frozen_prior else ""),
         "wall_seconds_this_invocation": round(wall, 1),
+        "load_average_1min_start_end": [round(load_start[0], 2), round(os.getloadavg()[0], 2)],
         "student_training_wall_seconds_total": round(train_seconds, 1),
         "cpu_seconds_total": round(cpu_seconds, 1),
         "two_core_wall_estimate_minutes": round(cpu_seconds / 2 / 60, 1),
@@ -174,10 +185,10 @@ def main() -> None:
         },
         "cells": cells,
     }
-    (DOCS / "gdpd_reproduction.json").write_text(json.dumps(report, indent=2))
+    (DOCS / f"{args.name}.json").write_text(json.dumps(report, indent=2))
     table = results_table(cells)
-    (DOCS / "gdpd_reproduction.md").write_text(table + "\n")
-    _plot(agg, DOCS / "gdpd_reproduction.png")
+    (DOCS / f"{args.name}.md").write_text(table + "\n")
+    _plot(agg, DOCS / f"{args.name}.png")
     print(table)
     print(f"wall {wall:.0f} s, CPU {cpu_seconds:.0f} s")
 
