@@ -5,6 +5,7 @@
 # cost the others; results land where the CPU runs put theirs (docs/benchmarks/...).
 #
 #   bash benchmarks/gpu_suite.sh [RESULTS_DIR]    # default /tmp/gpu_suite
+#   STEPS="pytest_gpu fsa_vs_nsa" bash benchmarks/gpu_suite.sh   # only the named steps
 #
 # RESULTS_DIR receives summary.txt (one line per step: exit status and seconds) and
 # results.tgz (the step logs, under gpu_suite_logs/, and every file the benchmarks
@@ -23,6 +24,7 @@ touch /tmp/gpu_suite.start
 step() {  # step NAME SECONDS COMMAND...
   local name=$1 limit=$2 t0=$SECONDS rc
   shift 2
+  [[ -z ${STEPS:-} || " $STEPS " == *" $name "* ]] || return 0
   echo "== $name (limit ${limit}s)"
   timeout -k 5 "$limit" "$@" >"$LOG/$name.log" 2>&1
   rc=$?
@@ -32,15 +34,19 @@ step() {  # step NAME SECONDS COMMAND...
   tar czf "$RES/results.tgz" -C /tmp gpu_suite_logs -C "$PWD" -T /tmp/gpu_suite.files
 }
 
-step env 30 bash -c 'nvidia-smi; "$0" -c "import torch, triton, transformers;
+step env 20 bash -c 'nvidia-smi; "$0" -c "import torch, triton, transformers;
 print(torch.__version__, triton.__version__, transformers.__version__, torch.cuda.get_device_name())"' "$PY"
-step fsa_vs_nsa 130 "$PY" packages/lc-kernels/benchmarks/fsa_vs_nsa.py --device cuda --budget-s 90
+step fsa_vs_nsa 120 "$PY" packages/lc-kernels/benchmarks/fsa_vs_nsa.py --device cuda --budget-s 80
 step oomb_gpu 75 "$PY" packages/lc-train/benchmarks/oomb_gpu.py
 step dssa_speed 60 "$PY" benchmarks/dssa_speed.py --device cuda --reps 5 --decode-steps 8 \
   --lengths 8192 16384 32768 65536 --model-lengths 8192 16384 32768 --layers 30
-step lychee_speed 70 "$PY" benchmarks/lychee_speed.py --device cuda --no-dynamic --reps 3 \
+step lychee_speed 100 "$PY" benchmarks/lychee_speed.py --device cuda --no-dynamic --reps 3 \
   --steps 8 --lengths 8192 16384 32768 65536 131072
-step pytest_gpu 90 "$PY" -m pytest -v -p no:cacheprovider --timeout 45 -m "not model and not slow" \
-  packages/lc-kernels/tests packages/lc-train/tests/test_oomb_triton.py
+step pytest_gpu 150 "$PY" -m pytest -v -p no:cacheprovider --timeout 120 -m "not model and not slow" \
+  packages/lc-kernels/tests/test_selected_attention.py packages/lc-kernels/tests/test_selected_attention_errors.py \
+  packages/lc-kernels/tests/test_paged_triton.py packages/lc-train/tests/test_oomb_triton.py packages/lc-kernels/tests/test_paged.py \
+  packages/lc-kernels/tests/test_package.py packages/lc-kernels/tests/test_decode_triton.py packages/lc-kernels/tests/test_compressed_attention.py \
+  packages/lc-kernels/tests/test_decode_reference.py
 step decode_sparse 40 "$PY" packages/lc-kernels/benchmarks/decode_sparse.py --device cuda --budget-s 25
+step fsa_profile 45 "$PY" packages/lc-kernels/benchmarks/fsa_profile.py
 echo "done in ${SECONDS}s" | tee -a "$RES/summary.txt"

@@ -197,8 +197,21 @@ def run_gpu(
         if not smoke:
             torch.cuda.empty_cache()
     result["summary"] = summarise(result["timings"])
+    result["autotuned"] = autotuned_configs()
     result["wall_s"] = time.time() - start
     return result
+
+
+def autotuned_configs() -> dict[str, dict[str, str]]:
+    """The launch configuration ``triton.autotune`` chose for each FSA kernel, per key."""
+    from lc_kernels.selected_attention import triton as kernels
+
+    out = {}
+    for name in dir(kernels):
+        cache = getattr(getattr(kernels, name), "cache", None)
+        if name.startswith("_fsa") and isinstance(cache, dict):
+            out[name] = {str(key): str(cfg) for key, cfg in cache.items()}
+    return out
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -204,6 +204,13 @@ def test_plan_lists_exactly_the_selecting_tokens_in_bounded_chunks():
         assert all(0 < e - a <= 5 for a, e in bounds)
         flat = [i for a, e in bounds for i in range(a, e)]
         assert flat == list(range(rows.start, rows.stop))
+    # a fixed number of chunk slots (no host read sizes the launch); the spare ones are empty
+    assert plan["ch_key"].numel() == -(-idx.numel() // 5) + 2 * ngb
+    real = int(plan["ck_off"][-1])
+    assert (plan["ch_start"][real:] == plan["ch_end"][real:]).all()
+    # the host-given block count builds the same plan as the one read from cu_seqlens
+    same = build_plan(idx, cu, 16, chunk=5, num_blocks=ngb)
+    assert all(torch.equal(plan[name], same[name]) for name in plan)
 
 
 def test_dedup_keeps_each_block_once():

@@ -38,12 +38,14 @@ def check_block_indices(
         raise ValueError("block_indices must be contiguous (call .contiguous() first)")
     if block_indices.numel() == 0:
         return
-    low = int(block_indices.min())
-    if low < -1:
-        raise ValueError(f"block_indices has {low}; allowed are -1 (unused) and block ids >= 0")
     _, pos = token_positions(cu, t)
     own = (pos // block_size).view(1, t, 1, 1)
     future = block_indices > own
+    if not bool((future | (block_indices < -1)).any()):  # the one host read of a good call
+        return
+    low = int(block_indices.min())
+    if low < -1:
+        raise ValueError(f"block_indices has {low}; allowed are -1 (unused) and block ids >= 0")
     if bool(future.any()):
         bi, ti, hi, si = (int(x) for x in torch.nonzero(future)[0])
         raise ValueError(
@@ -118,6 +120,12 @@ def selected_attention(
 
     g = hq // hkv
     use = order if order != "auto" else ("fsa" if g <= 8 else "nsa")
+    if cu_seqlens is None:  # known on the host: no device read needed to size the plan
+        num_blocks = b * -(-t // block_size)
+    else:
+        from lc_kernels.selected_attention.function import num_global_blocks
+
+        num_blocks = num_global_blocks(cu, block_size)
     idx = dedup_indices(block_indices.reshape(b * t, hkv, -1).to(torch.int32)).contiguous()
     out = SelectedAttentionFunction.apply(
         q.reshape(b * t, hq, d),
@@ -128,5 +136,6 @@ def selected_attention(
         block_size,
         sc,
         use,
+        num_blocks,
     )
     return out.view(b, t, hq, d)

@@ -15,63 +15,79 @@ def dedup_indices(idx: torch.Tensor) -> torch.Tensor:
     return torch.where(dup, torch.full_like(srt, -1), srt)
 
 
+def num_global_blocks(cu: torch.Tensor, block_size: int) -> int:
+    """Key/value blocks of all packed sequences together (one host read of ``cu``)."""
+    lens = (cu[1:] - cu[:-1]).tolist()
+    return sum(-(-int(n) // block_size) for n in lens)
+
+
 def build_plan(
-    idx: torch.Tensor, cu: torch.Tensor, block_size: int, chunk: int = 512
+    idx: torch.Tensor,
+    cu: torch.Tensor,
+    block_size: int,
+    chunk: int = 512,
+    num_blocks: int | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Block -> token index of the FSA order, built with device-side sort and counts.
+    """Block -> token index of the FSA order, built on the device without host syncs.
+
+    Every shape is known up front (``num_blocks`` global blocks, ``N * H_kv * S`` entries,
+    at most ``ceil(entries / chunk) + H_kv * num_blocks`` work chunks), so the plan is a
+    fixed sequence of device ops: sort the entries by (KV head, global block), find the
+    group offsets by binary search, and cut each group into chunks; chunk slots past the
+    last real chunk are empty (``ch_start == ch_end``) and the kernels skip them.
 
     Args:
         idx: ``[N, H_kv, S]`` deduplicated block ids of packed tokens, ``-1`` = unused.
-        cu: ``[num_seqs + 1]`` int64 offsets of the packed sequences.
+        cu: ``[num_seqs + 1]`` int64 offsets of the packed sequences (on ``idx``'s device).
         block_size: tokens per key/value block.
         chunk: most (token, slot) entries one program handles; longer lists are split.
+        num_blocks: total blocks of all sequences (``sum(ceil(len / block_size))``);
+            computed from ``cu`` (one device -> host read) when not given.
 
     Returns:
-        ``tok``/``slot`` (int32, the selecting token and the slot it used, grouped by
-        (KV head, global block) and ordered by token), ``off`` (int32 ``[H_kv * NGB + 1]``
-        start of each group), and per global block its sequence start ``blk_bos``, index
-        inside the sequence ``blk_j`` and sequence length ``blk_len``; the work chunks
-        ``ch_key`` (``head * NGB + block``), ``ch_start``, ``ch_end`` (entry ranges) and
-        ``ck_off`` (int32 ``[H_kv * NGB + 1]``, first chunk of each key).
+        int64 tensors: ``tok``/``slot`` (the selecting token and the slot it used, grouped by
+        (KV head, global block) and ordered by token; entries past ``off[-1]`` are
+        padding), ``off`` (``[H_kv * NGB + 1]`` start of each group), and per global
+        block its sequence start ``blk_bos``, index inside the sequence ``blk_j`` and
+        sequence length ``blk_len``; the work chunks ``ch_key`` (``head * NGB + block``),
+        ``ch_start``, ``ch_end`` (entry ranges) and ``ck_off``
+        (``[H_kv * NGB + 1]``, first chunk of each key).
     """
-    _n, h, s = idx.shape
+    n, h, s = idx.shape
     dev = idx.device
+    ngb = num_global_blocks(cu, block_size) if num_blocks is None else int(num_blocks)
     lens = cu[1:] - cu[:-1]
-    nblk = (lens + block_size - 1) // block_size
-    blk_cu = torch.zeros(nblk.numel() + 1, dtype=torch.int64, device=dev)
-    blk_cu[1:] = torch.cumsum(nblk, 0)
-    ngb = int(blk_cu[-1])
-    seq_of_blk = torch.repeat_interleave(torch.arange(nblk.numel(), device=dev), nblk)
-    blk_j = torch.arange(ngb, device=dev) - blk_cu[seq_of_blk]
-    tok_seq = torch.repeat_interleave(torch.arange(lens.numel(), device=dev), lens)
-    flat = idx.reshape(-1).long()
-    valid = flat >= 0
-    entry = torch.nonzero(valid).squeeze(1)
-    tok = entry // (h * s)
-    head = (entry // s) % h
-    gblk = blk_cu[tok_seq[tok]] + flat[entry]
-    key = head * ngb + gblk
-    order = torch.argsort(key, stable=True)
-    counts = torch.bincount(key, minlength=h * ngb)
-    off = torch.zeros(h * ngb + 1, dtype=torch.int64, device=dev)
-    off[1:] = torch.cumsum(counts, 0)
-    nch = (counts + chunk - 1) // chunk
+    blk_cu = torch.zeros(lens.numel() + 1, dtype=torch.int64, device=dev)
+    blk_cu[1:] = torch.cumsum((lens + block_size - 1) // block_size, 0)
+    gblk = torch.arange(ngb, device=dev)
+    seq_of_blk = torch.searchsorted(blk_cu[1:], gblk, right=True)
+    seq_of_tok = torch.searchsorted(cu[1:], torch.arange(n, device=dev), right=True)
+    # one sort key per (token, head, slot) entry; unused slots sort last (key h * ngb)
+    flat = idx.reshape(n, h, s).long()
+    head = torch.arange(h, device=dev).view(1, h, 1)
+    key = head * ngb + blk_cu[seq_of_tok].view(n, 1, 1) + flat
+    key = torch.where(flat >= 0, key, h * ngb).reshape(-1)
+    sorted_key, order = torch.sort(key, stable=True)
+    off = torch.searchsorted(sorted_key, torch.arange(h * ngb + 1, device=dev))
+    nch = (off[1:] - off[:-1] + chunk - 1) // chunk
     ck_off = torch.zeros_like(off)
     ck_off[1:] = torch.cumsum(nch, 0)
-    ch_key = torch.repeat_interleave(torch.arange(h * ngb, device=dev), nch)
-    ch_start = off[ch_key] + (torch.arange(ch_key.numel(), device=dev) - ck_off[ch_key]) * chunk
+    slots = torch.arange(-(-key.numel() // chunk) + h * ngb, device=dev)
+    ch_key = torch.searchsorted(ck_off[1:], slots, right=True).clamp_max(h * ngb - 1)
+    ch_start = off[ch_key] + (slots - ck_off[ch_key]) * chunk
     ch_end = torch.minimum(ch_start + chunk, off[ch_key + 1])
-    return {
-        "ch_key": ch_key.to(torch.int32),
-        "ch_start": ch_start.to(torch.int32),
-        "ch_end": ch_end.to(torch.int32),
-        "ck_off": ck_off.to(torch.int32),
-        "tok": tok[order].to(torch.int32),
-        "slot": (entry[order] % s).to(torch.int32),
-        "off": off.to(torch.int32),
-        "blk_bos": cu[seq_of_blk].to(torch.int32),
-        "blk_j": blk_j.to(torch.int32),
-        "blk_len": lens[seq_of_blk].to(torch.int32),
+    ch_end = torch.where(slots < ck_off[-1], ch_end, ch_start)
+    return {  # int64 throughout: no cast launches; the kernels read any integer width
+        "ch_key": ch_key,
+        "ch_start": ch_start,
+        "ch_end": ch_end,
+        "ck_off": ck_off,
+        "tok": order // (h * s),
+        "slot": order % s,
+        "off": off,
+        "blk_bos": cu[seq_of_blk],
+        "blk_j": gblk - blk_cu[seq_of_blk],
+        "blk_len": lens[seq_of_blk],
     }
 
 
@@ -89,12 +105,13 @@ class SelectedAttentionFunction(torch.autograd.Function):
         block_size: int,
         scale: float,
         order: str,
+        num_blocks: int | None = None,
     ) -> torch.Tensor:
         from lc_kernels.selected_attention import triton as kernels
 
         if order == "fsa":
             _, _, chunk = kernels.fsa_tiling(q.shape[1] // k.shape[1])
-            plan = build_plan(idx, cu, block_size, chunk)
+            plan = build_plan(idx, cu, block_size, chunk, num_blocks)
             o, lse = kernels.fsa_forward(q, k, v, idx, plan, block_size, scale)
             aux: tuple[torch.Tensor, ...] = tuple(plan[name] for name in _PLAN_KEYS)
         else:
@@ -123,7 +140,7 @@ class SelectedAttentionFunction(torch.autograd.Function):
             dq, dk, dv = kernels.nsa_backward(
                 q, k, v, idx, aux[0], o, lse, do, ctx.block_size, ctx.scale
             )
-        return dq, dk, dv, None, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None, None
 
 
 _PLAN_KEYS = (
