@@ -189,6 +189,40 @@ def _measure(model, rm: RoleMap, t: int, args) -> dict:
     return row
 
 
+def plot(rows: list[dict], path: pathlib.Path) -> None:
+    """Decode-step latency per mode and the speed-ups, against the cache length."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.5, 3.4))
+    xs = [r["length"] for r in rows]
+    labels = {
+        "full_dynamic": ("full, SDPA, DynamicCache", "x:"),
+        "full_sdpa": ("full, SDPA, preallocated", "o-"),
+        "full_dense": ("full, dense path, preallocated", "d-"),
+        "lychee": ("LycheeDecode, preallocated", "s-"),
+    }
+    for name, (label, style) in labels.items():
+        key = f"step_s_{name}"
+        if all(key in r for r in rows):
+            a1.plot(xs, [1e3 * r[key] for r in rows], style, label=label)
+    a1.set_ylabel("decode step (ms)")
+    a1.legend(fontsize=7)
+    a2.plot(xs, [r["step_speedup"] for r in rows], "o-", label="whole step")
+    a2.plot(xs, [r["attention_speedup"] for r in rows], "s-", label="attention only")
+    a2.axhline(1.0, color="grey", lw=0.6)
+    a2.set_ylabel("speedup vs faster full attention")
+    a2.legend(fontsize=8)
+    for a in (a1, a2):
+        a.set_xscale("log", base=2)
+        a.set_xlabel("KV cache length (tokens)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", type=int, nargs="+", default=[8192, 16384, 32768])
@@ -262,35 +296,7 @@ def main() -> None:
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.5, 3.4))
-    xs = [r["length"] for r in rows]
-    labels = {
-        "full_dynamic": ("full, SDPA, DynamicCache", "x:"),
-        "full_sdpa": ("full, SDPA, preallocated", "o-"),
-        "full_dense": ("full, dense path, preallocated", "d-"),
-        "lychee": ("LycheeDecode, preallocated", "s-"),
-    }
-    for name, (label, style) in labels.items():
-        key = f"step_s_{name}"
-        if all(key in r for r in rows):
-            a1.plot(xs, [1e3 * r[key] for r in rows], style, label=label)
-    a1.set_ylabel("decode step (ms)")
-    a1.legend(fontsize=7)
-    a2.plot(xs, [r["step_speedup"] for r in rows], "o-", label="whole step")
-    a2.plot(xs, [r["attention_speedup"] for r in rows], "s-", label="attention only")
-    a2.axhline(1.0, color="grey", lw=0.6)
-    a2.set_ylabel("speedup vs faster full attention")
-    a2.legend(fontsize=8)
-    for a in (a1, a2):
-        a.set_xscale("log", base=2)
-        a.set_xlabel("KV cache length (tokens)")
-    fig.tight_layout()
-    fig.savefig(out.with_suffix(".png"), dpi=120)
+    plot(rows, out.with_suffix(".png"))
     print(f"wrote {out}")
 
 
