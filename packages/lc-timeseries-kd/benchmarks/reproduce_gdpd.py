@@ -70,6 +70,7 @@ def _work(job: tuple[list[str], argparse.Namespace]) -> None:
         _config(args),
         args.out,
         progress=True,
+        weight_grid=args.weight_grid or None,
     )
 
 
@@ -126,7 +127,15 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--gdpd-weight", type=float, default=1.0)
+    p.add_argument("--gdpd-weight", type=float, default=1.0, help="without --weight-grid")
+    p.add_argument(
+        "--weight-grid",
+        nargs="*",
+        type=float,
+        default=[0.1, 1.0],
+        help="weights of logit KD and GDPD, picked per cell by validation loss "
+        "(empty: fixed --gdpd-weight and kd_weight 1)",
+    )
     p.add_argument("--prior-steps", type=int, default=200)
     p.add_argument("--prior-hidden", type=int, default=128)
     p.add_argument("--frozen-prior", action="store_true", help="freeze the prior after the warm-up")
@@ -177,7 +186,15 @@ def main() -> None:
         "student_training_wall_seconds_total": round(train_seconds, 1),
         "cpu_seconds_total": round(cpu_seconds, 1),
         "two_core_wall_estimate_minutes": round(cpu_seconds / 2 / 60, 1),
-        "config": asdict(_config(args)),
+        "config": {**asdict(_config(args)), "weight_grid": args.weight_grid or None},
+        "weight_chosen": {
+            m: {
+                f"{w:g}": sum(1 for c in cells if c["methods"][m].get("weight") == w)
+                for w in args.weight_grid
+            }
+            for m in ("logit", "gdpd")
+            if args.weight_grid and m in args.methods
+        },
         "auc_prc": {m: {str(e): v for e, v in by_e.items()} for m, by_e in agg.items()},
         "accuracy": {m: {str(e): v for e, v in by_e.items()} for m, by_e in agg_acc.items()},
         "paper_average_auc_prc": {

@@ -15,7 +15,13 @@ from lc_timeseries_kd.cli import app
 from lc_timeseries_kd.config import GDPDConfig, TrainConfig
 from lc_timeseries_kd.data import prefix_view
 from lc_timeseries_kd.estimator import PartialSeriesClassifier
-from lc_timeseries_kd.experiment import aggregate, load_results, results_table, run_grid
+from lc_timeseries_kd.experiment import (
+    aggregate,
+    load_results,
+    results_table,
+    run_grid,
+    select_by_validation,
+)
 from lc_timeseries_kd.metrics import accuracy
 from lc_timeseries_kd.training import predict_proba, train_student, train_teacher
 
@@ -172,6 +178,29 @@ def test_grid_is_resumable_and_tabulated(tmp_path, monkeypatch) -> None:
     assert "| **average** | 0.5 |" in table
     agg = aggregate(res)
     assert agg["none"][0.5]["average"] == pytest.approx(100 * res[0]["methods"]["none"]["auc_prc"])
+
+
+def test_weight_grid_keeps_the_candidate_with_the_lowest_validation_loss(tmp_path) -> None:
+    cfg = TrainConfig(arch="fcn", widths=(4, 8, 4), length=24, epochs=3, warmup_epochs=1)
+    methods = ["none", "logit", "gdpd"]
+    (cell,) = run_grid(["ItalyPowerDemand"], [0.5], [0], methods, cfg, tmp_path, False, [0.1, 1.0])
+    assert "candidates" not in cell["methods"]["none"]
+    for m in ("logit", "gdpd"):
+        r = cell["methods"][m]
+        cands = r["candidates"]
+        assert set(cands) == {"0.1", "1"}
+        best = min(cands, key=lambda k: cands[k]["val_loss"])
+        assert r["weight"] == float(best)
+        assert r["auc_prc"] == cands[best]["auc_prc"]
+        assert r["val_loss"] == cands[best]["val_loss"]
+        assert r["cpu_seconds"] == pytest.approx(sum(c["cpu_seconds"] for c in cands.values()))
+    # the grid's weight reaches training: different weights give different students
+    g = cell["methods"]["gdpd"]["candidates"]
+    assert g["0.1"]["val_loss"] != g["1"]["val_loss"]
+    assert json.loads((tmp_path / "config.json").read_text())["weight_grid"] == [0.1, 1.0]
+    assert select_by_validation({"a": {"val_loss": 1.0}, "b": {"val_loss": 1.0}}) == "a"
+    with pytest.raises(ValueError, match="weight_grid"):
+        run_grid(["ItalyPowerDemand"], [0.4], [0], ["gdpd"], cfg, tmp_path, False, [-1.0])
 
 
 def test_grid_refuses_unknown_datasets(tmp_path) -> None:

@@ -49,6 +49,12 @@ def run(
     hidden: int = typer.Option(100, help="LSTM units per layer."),
     layers: int = typer.Option(3, help="LSTM layers."),
     gdpd_weight: float = typer.Option(1.0, help="Weight of the GDPD terms."),
+    weight_grid: str = typer.Option(
+        "",
+        help="Comma-separated weights of logit KD and GDPD, picked per cell by "
+        "validation loss (empty: the fixed weights).",
+    ),
+    prior_hidden: int = typer.Option(256, help="Width of the GDPD noise predictor."),
     steps: int = typer.Option(5, help="DDIM steps."),
     prior_steps: int = typer.Option(0, help="Extra prior pre-training steps (GDPD)."),
     threads: int = typer.Option(0, help="torch threads (0 keeps torch's default)."),
@@ -77,9 +83,13 @@ def run(
             batch_size=batch_size,
             lr=lr,
             gdpd=GDPDConfig(
-                weight=gdpd_weight, inference_steps=steps, prior_pretrain_steps=prior_steps
+                weight=gdpd_weight,
+                inference_steps=steps,
+                prior_pretrain_steps=prior_steps,
+                hidden=prior_hidden,
             ),
         )
+        grid = [float(v) for v in _split(weight_grid)] if weight_grid else None
         results = run_grid(
             _split(datasets),
             [float(e) for e in _split(earliness)],
@@ -87,6 +97,7 @@ def run(
             _split(methods),
             cfg,
             out,
+            weight_grid=grid,
         )
     except ValueError as err:
         typer.echo(f"error: {err}", err=True)

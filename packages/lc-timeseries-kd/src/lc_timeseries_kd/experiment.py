@@ -4,6 +4,11 @@ Each ``(dataset, earliness, seed)`` cell trains every requested student against 
 teacher (shared by all earliness values of that dataset and seed) and writes
 ``cells/<dataset>_e<earliness>_s<seed>.json`` under the output directory. A cell
 whose file exists is skipped, so an interrupted run resumes where it stopped.
+
+With a ``weight_grid``, the distillation weight of logit KD (``kd_weight``) and GDPD
+(``gdpd.weight``) is picked per cell from the grid, as the paper does per dataset, but
+by the student's validation loss (never by test data): one student is trained per
+weight and the one with the lowest validation loss at its selected epoch is scored.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +35,13 @@ from lc_timeseries_kd.training import predict_proba, train_student, train_teache
 
 __all__ = [
     "PAPER_AVERAGES",
+    "TUNED_METHODS",
     "aggregate",
     "load_results",
     "results_table",
     "run_cell",
     "run_grid",
+    "select_by_validation",
 ]
 
 #: The paper's average AUC-PRC (%) over its datasets, by earliness.
@@ -42,6 +49,38 @@ PAPER_AVERAGES: dict[str, dict[float, float]] = {
     "gdpd": {0.2: 73.8, 0.4: 81.7, 0.6: 86.0, 0.8: 89.0},
     "fitnet": {0.2: 69.2, 0.4: 78.0, 0.6: 83.7, 0.8: 84.8},
 }
+
+
+#: Methods whose distillation weight a ``weight_grid`` selects (the paper tunes the
+#: weight of logit KD and GDPD over a grid; FitNet's hint stage has no task term).
+TUNED_METHODS: tuple[str, ...] = ("logit", "gdpd")
+
+
+def _with_weight(cfg: TrainConfig, method: str, weight: float) -> TrainConfig:
+    if method == "logit":
+        return replace(cfg, kd_weight=weight)
+    if method == "gdpd":
+        return replace(cfg, gdpd=replace(cfg.gdpd, weight=weight))
+    raise ValueError(f"method {method!r} has no tunable weight; tunable: {TUNED_METHODS}")
+
+
+def select_by_validation(candidates: dict[str, dict[str, Any]]) -> str:
+    """Key of the candidate with the lowest ``val_loss`` (the first one on ties).
+
+    Example:
+        >>> select_by_validation({"0.1": {"val_loss": 0.4}, "1": {"val_loss": 0.3}})
+        '1'
+    """
+    if not candidates:
+        raise ValueError("no candidates to select from")
+    return min(candidates, key=lambda k: candidates[k]["val_loss"])
+
+
+def _check_grid(weight_grid: Sequence[float] | None) -> list[float]:
+    grid = [float(w) for w in weight_grid] if weight_grid else []
+    if any(not w >= 0 for w in grid):
+        raise ValueError(f"weight_grid values must be >= 0, got {grid}")
+    return grid
 
 
 def _cell_name(dataset: str, earliness: float, seed: int) -> str:
@@ -55,6 +94,7 @@ def run_cell(
     methods: Sequence[str],
     cfg: TrainConfig,
     teacher: Any = None,
+    weight_grid: Sequence[float] | None = None,
 ) -> dict[str, Any]:
     """Train and evaluate every method on one dataset / earliness / seed.
 
@@ -65,12 +105,18 @@ def run_cell(
         methods: subset of ``none, logit, fitnet, gdpd``.
         cfg: training settings.
         teacher: a trained teacher; trained here (seeded by ``seed``) when ``None``.
+        weight_grid: distillation weights tried for logit KD and GDPD; the student with
+            the lowest validation loss is kept (``None``: the weights in ``cfg``).
 
     Returns:
         ``{"dataset", "earliness", "seed", "cpu_seconds", "teacher": {...}, "methods":
-        {name: {"auc_prc", "accuracy", "best_epoch", "seconds", "cpu_seconds"}}}`` with
-        metrics on the test prefixes (``seconds`` is wall time, ``cpu_seconds`` the
-        process CPU time, which does not grow when other programs share the cores).
+        {name: {"auc_prc", "accuracy", "val_loss", "best_epoch", "seconds",
+        "cpu_seconds"}}}`` with metrics on the test prefixes (``val_loss``: validation
+        cross-entropy at the selected epoch; ``seconds`` is wall time, ``cpu_seconds`` the
+        process CPU time, which does not grow when other programs share the cores). With
+        a ``weight_grid``, tuned methods also carry ``"weight"`` (the one kept) and
+        ``"candidates"`` (the same metrics for every weight tried); their times cover
+        all candidates.
     """
     e = check_earliness(earliness)
     cpu0 = time.process_time()
@@ -101,28 +147,45 @@ def run_cell(
         "teacher": teacher_info,
         "methods": {},
     }
-    for m in methods:
+    grid = _check_grid(weight_grid)
+
+    def fit(method: str, c: TrainConfig) -> dict[str, Any]:
         cpu_m = time.process_time()
         res = train_student(
-            m,
+            method,
             x_tr,
             ds.x_train,
             ds.y_train,
             x_va,
             ds.y_val,
             teacher,
-            cfg,
+            c,
             seed,
             n_classes=ds.n_classes,
         )
         proba = predict_proba(res.model, x_te)
-        out["methods"][m] = {
+        return {
             "auc_prc": auc_prc(ds.y_test, proba),
             "accuracy": accuracy(ds.y_test, proba),
+            "val_loss": res.val_loss[res.best_epoch - 1],
             "best_epoch": res.best_epoch,
             "seconds": round(res.seconds, 2),
             "cpu_seconds": round(time.process_time() - cpu_m, 2),
         }
+
+    for m in methods:
+        if grid and m in TUNED_METHODS:
+            candidates = {f"{w:g}": fit(m, _with_weight(cfg, m, w)) for w in grid}
+            key = select_by_validation(candidates)
+            out["methods"][m] = {
+                **candidates[key],
+                "weight": float(key),
+                "seconds": round(sum(c["seconds"] for c in candidates.values()), 2),
+                "cpu_seconds": round(sum(c["cpu_seconds"] for c in candidates.values()), 2),
+                "candidates": candidates,
+            }
+        else:
+            out["methods"][m] = fit(m, cfg)
     out["cpu_seconds"] = round(time.process_time() - cpu0, 2)
     return out
 
@@ -135,6 +198,7 @@ def run_grid(
     cfg: TrainConfig,
     out_dir: str | Path,
     progress: bool = True,
+    weight_grid: Sequence[float] | None = None,
 ) -> list[dict[str, Any]]:
     """Run (or resume) the grid and write one JSON per cell plus ``results.json``.
 
@@ -146,6 +210,8 @@ def run_grid(
         cfg: training settings.
         out_dir: output directory (created).
         progress: show a progress bar over cells.
+        weight_grid: distillation weights of logit KD and GDPD, picked per cell by
+            validation loss (see :func:`run_cell`); ``None`` uses the weights in ``cfg``.
 
     Returns:
         All cell results (finished earlier or now), in grid order.
@@ -164,9 +230,11 @@ def run_grid(
     bad = [m for m in methods if m not in METHODS]
     if bad:
         raise ValueError(f"unknown method(s) {', '.join(bad)}; choose from {', '.join(METHODS)}")
+    _check_grid(weight_grid)
     root = Path(out_dir)
     (root / "cells").mkdir(parents=True, exist_ok=True)
-    (root / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
+    settings = {**asdict(cfg), "weight_grid": list(weight_grid) if weight_grid else None}
+    (root / "config.json").write_text(json.dumps(settings, indent=2))
     cells = [(d, s, e) for d in datasets for s in seeds for e in es]
     results: list[dict[str, Any]] = []
     bar: Any = None
@@ -189,7 +257,7 @@ def run_grid(
                 ).model
                 cache[(d, s)] = (ds, teacher, time.perf_counter() - t0, time.process_time() - c0)
             ds, teacher, t_sec, t_cpu = cache[(d, s)]
-            cell = run_cell(ds, e, s, methods, cfg, teacher=teacher)
+            cell = run_cell(ds, e, s, methods, cfg, teacher=teacher, weight_grid=weight_grid)
             cell["teacher"]["seconds"] = round(t_sec, 2)
             # the teacher is shared by the earliness values of (dataset, seed): book its
             # CPU time on the first cell that trained it
