@@ -6,6 +6,10 @@ SARM; measure its quality on the held-out episodes; score every BC frame with it
 BC policies with uniform weights (vanilla), RA-BC weights, RA-BC filtering and, as a
 reference, on the good demonstrations only (an oracle filter); roll each policy out.
 
+Sanity checks recorded per task: the good demonstrations' actions replayed open loop
+must solve the task, and the oracle (good demonstrations only) is also trained with a
+constant learning rate to show what the cosine decay of ``BCConfig`` changes.
+
 Writes ``docs/benchmarks/lc-robotics-reward/rabc_vs_bc.{json,png}``.
 
 Run: ``uv run python packages/lc-robotics-reward/benchmarks/rabc_vs_bc.py``
@@ -14,6 +18,7 @@ Run: ``uv run python packages/lc-robotics-reward/benchmarks/rabc_vs_bc.py``
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import tempfile
@@ -23,14 +28,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lc_robotics_reward.bc import BCConfig, rollout_success, train_bc
+from lc_robotics_reward.bc import BCConfig, rollout_outcomes, train_bc
 from lc_robotics_reward.configuration_sarm import SARMConfig
 from lc_robotics_reward.dataset import RobotDataset
 from lc_robotics_reward.evaluation import pearson, ranking_auc, spearman, stage_accuracy
 from lc_robotics_reward.labels import derive_labels, frame_index_progress
 from lc_robotics_reward.processor_sarm import SARMProcessor, predict_episode
 from lc_robotics_reward.rabc import episode_filter, progress_deltas, rabc_filter, rabc_weights
-from lc_robotics_reward.sim import BEHAVIOURS, TASKS, demos_to_dataset, generate_demos
+from lc_robotics_reward.sim import (
+    BEHAVIOURS,
+    TASKS,
+    demos_to_dataset,
+    generate_demos,
+    replay_demo,
+)
 from lc_robotics_reward.text import make_text_embedder
 from lc_robotics_reward.training import train_sarm
 
@@ -66,6 +77,9 @@ def run_task(name: str, args: argparse.Namespace, embedder, log) -> dict:
     bc_set = demos_to_dataset(bc_demos, TASKS)
     ev_set = demos_to_dataset(ev_demos, TASKS)
     log(f"[{name}] demos generated in {time.time() - t0:.0f}s")
+    good_bc = [d for d in bc_demos if d.style == "good"]
+    replay_ok = sum(replay_demo(task, d) for d in good_bc)
+    log(f"[{name}] good BC demos replayed open loop: {replay_ok}/{len(good_bc)} succeed")
 
     alpha = rm_set.temporal_proportions(task.text)
     cfg = SARMConfig(
@@ -149,23 +163,36 @@ def run_task(name: str, args: argparse.Namespace, embedder, log) -> dict:
     )
 
     # ---- BC policies and rollouts
-    bc_cfg = BCConfig(steps=args.bc_steps, hidden=args.bc_hidden, lr=args.bc_lr)
-    results = {}
-    for method, w in method_weights.items():
-        wins = []
+    bc_cfg = BCConfig(
+        steps=args.bc_steps, hidden=args.bc_hidden, lr=args.bc_lr, lr_schedule=args.bc_schedule
+    )
+
+    def evaluate(w: np.ndarray, cfg: BCConfig, seeds: int) -> dict:
+        wins, steps_hist = [], np.zeros(len(task.steps) + 1, dtype=int)
         t0 = time.time()
-        for seed in range(args.seeds):
-            policy = train_bc(obs, act, w, bc_cfg, seed=seed)
-            wins.append(int(rollout_success(policy, task, args.rollouts, seed=10_000 + seed).sum()))
-        n = args.seeds * args.rollouts
-        results[method] = {
+        for seed in range(seeds):
+            policy = train_bc(obs, act, w, cfg, seed=seed)
+            ok, steps = rollout_outcomes(policy, task, args.rollouts, seed=10_000 + seed)
+            wins.append(int(ok.sum()))
+            steps_hist += np.bincount(steps, minlength=len(task.steps) + 1)
+        n = seeds * args.rollouts
+        return {
             "successes_per_seed": wins,
             "rollouts_per_seed": args.rollouts,
             "success_rate": sum(wins) / n,
             "wilson95": wilson(sum(wins), n),
+            "steps_completed_histogram": steps_hist.tolist(),
             "seconds": time.time() - t0,
         }
-        log(f"[{name}] {method}: {sum(wins)}/{n}")
+
+    results = {}
+    for method, w in method_weights.items():
+        results[method] = evaluate(w, bc_cfg, args.seeds)
+        log(f"[{name}] {method}: {results[method]['successes_per_seed']} / {args.rollouts}")
+    constant = dataclasses.replace(bc_cfg, lr_schedule="constant")
+    oracle = method_weights["good demos only (oracle)"]
+    ceiling_constant = evaluate(oracle, constant, args.constant_lr_seeds)
+    log(f"[{name}] oracle, constant lr: {ceiling_constant['successes_per_seed']}")
 
     examples = {}
     for style in ("good", "regress", "fail"):
@@ -188,6 +215,8 @@ def run_task(name: str, args: argparse.Namespace, embedder, log) -> dict:
         "bc_demo_styles": {s: sum(d.style == s for d in bc_demos) for s in MIX},
         "sarm_train_seconds": sarm_time,
         "sarm_final_loss": history[-1],
+        "good_bc_demos_replayed_open_loop": {"succeeded": replay_ok, "of": len(good_bc)},
+        "oracle_with_constant_lr": ceiling_constant,
         "reward_quality": quality,
         "rabc": {
             "chunk": args.chunk,
@@ -246,9 +275,13 @@ def plot(report: dict, path: Path) -> None:
             edgecolor="black",
             capsize=3,
         )
+        for i, t in enumerate(tasks):  # one dot per training seed
+            res = report["tasks"][t]["policies"][method]
+            per_seed = np.asarray(res["successes_per_seed"]) / res["rollouts_per_seed"]
+            ax.plot(np.full(per_seed.size, x[i]), per_seed, "k.", ms=3)
     ax.set_xticks(np.arange(len(tasks)), tasks)
     ax.set_ylim(0, 1)
-    ax.set_ylabel("success rate (95% Wilson interval)")
+    ax.set_ylabel("success rate (95% Wilson interval; dots: seeds)")
     ax.set_title("BC on mixed-quality demos")
     ax.legend(fontsize=7, loc="upper left")
     for ax, t in zip(axes[1:], tasks, strict=True):
@@ -278,12 +311,14 @@ def main() -> None:
     parser.add_argument("--eval-demos", type=int, default=40)
     parser.add_argument("--sarm-steps", type=int, default=400)
     parser.add_argument("--sarm-batch", type=int, default=16)
-    parser.add_argument("--bc-steps", type=int, default=1500)
-    parser.add_argument("--bc-hidden", type=int, default=128)
-    parser.add_argument("--bc-lr", type=float, default=2e-3)
+    parser.add_argument("--bc-steps", type=int, default=5000)
+    parser.add_argument("--bc-hidden", type=int, default=256)
+    parser.add_argument("--bc-lr", type=float, default=1e-3)
+    parser.add_argument("--bc-schedule", default="cosine", choices=("cosine", "constant"))
     parser.add_argument("--chunk", type=int, default=5)
     parser.add_argument("--episode-threshold", type=float, default=0.9)
-    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--constant-lr-seeds", type=int, default=2)
     parser.add_argument("--rollouts", type=int, default=100)
     parser.add_argument("--text", default="auto", choices=("auto", "minilm", "hash"))
     parser.add_argument("--threads", type=int, default=1)

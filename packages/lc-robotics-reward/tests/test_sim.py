@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from lc_robotics_reward.labels import validate_spans
-from lc_robotics_reward.sim import BEHAVIOURS, TASKS, World, demos_to_dataset, generate_demos
+from lc_robotics_reward.sim import (
+    BEHAVIOURS,
+    TASKS,
+    World,
+    demos_to_dataset,
+    generate_demos,
+    replay_demo,
+)
 
 
 def test_grasp_carry_release() -> None:
@@ -83,3 +90,41 @@ def test_bad_styles_regress_or_fail() -> None:
 def test_generator_rejects_unknown_styles() -> None:
     with pytest.raises(ValueError, match="allowed"):
         generate_demos(TASKS["two-blocks"], 1, seed=0, styles={"sloppy": 1.0})
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_good_demos_replay_open_loop_and_failed_ones_do_not(name) -> None:
+    task = TASKS[name]
+    for d in generate_demos(task, 3, seed=4, styles={"good": 1.0}):
+        assert replay_demo(task, d)
+    fails = generate_demos(task, 4, seed=4, styles={"fail": 1.0})
+    # a push stopped early can still leave the puck on the target: replay agrees
+    assert [replay_demo(task, d) for d in fails] == [d.success for d in fails]
+    assert not all(d.success for d in fails)
+    d = fails[0]
+    other = next(t for t in TASKS.values() if t.name != name)
+    with pytest.raises(ValueError, match="replayed in task"):
+        replay_demo(other, d)
+
+
+def test_state_round_trip_and_steps_done() -> None:
+    task = TASKS["two-blocks"]
+    world = World(task, 3, seed=0)
+    obs = world.reset()
+    world.held[1] = 0
+    world.objects[1, 0] = world.grip[1]
+    obs = world.observation()
+    copy = World(task, 3, seed=99)
+    np.testing.assert_allclose(copy.set_state(*copy.state_from_observation(obs)), obs)
+    np.testing.assert_array_equal(copy.held, [-1, 0, -1])
+    bin_centre = np.asarray(task.steps[0].goal.centre)
+    copy.objects[0, 0] = bin_centre  # first block placed
+    copy.objects[2, 1] = bin_centre  # only the second: steps count in order
+    np.testing.assert_array_equal(copy.steps_done(), [1, 0, 0])
+    copy.objects[0, 1] = bin_centre
+    assert copy.steps_done()[0] == 2
+    assert copy.success()[0]
+    copy.held[0] = 1  # a held block does not count as placed
+    assert copy.steps_done()[0] == 1
+    with pytest.raises(ValueError, match="held"):
+        copy.set_state(copy.grip, copy.aperture, copy.objects, np.array([5, -1, -1]))

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,13 +31,21 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BCConfig:
-    """Hyper-parameters of the BC policy (an MLP trained with Adam)."""
+    """Hyper-parameters of the BC policy (an MLP trained with Adam).
+
+    ``lr_schedule="cosine"`` decays the learning rate from ``lr`` to 0 over ``steps``
+    (half a cosine); ``"constant"`` keeps it fixed. The decay matters in closed loop:
+    with a constant rate the last Adam iterate still moves a lot from step to step, and
+    policies with the same training loss but different seeds then succeed anywhere from
+    0% to 95% of rollouts in the simulator.
+    """
 
     hidden: int = 256
     layers: int = 2
-    steps: int = 3000
+    steps: int = 5000
     batch_size: int = 256
     lr: float = 1e-3
+    lr_schedule: str = "cosine"
 
     def __post_init__(self) -> None:
         for name in ("hidden", "layers", "steps", "batch_size"):
@@ -45,6 +54,16 @@ class BCConfig:
                 raise ValueError(f"BCConfig.{name}={value}; allowed: >= 1")
         if not self.lr > 0:
             raise ValueError(f"BCConfig.lr={self.lr}; allowed: > 0")
+        if self.lr_schedule not in ("cosine", "constant"):
+            raise ValueError(
+                f"BCConfig.lr_schedule={self.lr_schedule!r}; allowed: 'cosine', 'constant'"
+            )
+
+    def lr_at(self, step: int) -> float:
+        """Learning rate used for optimiser step ``step`` (0-based)."""
+        if self.lr_schedule == "constant":
+            return self.lr
+        return 0.5 * self.lr * (1.0 + math.cos(math.pi * step / self.steps))
 
 
 def _MLPWithSkip(inp: int, out: int, hidden: int, layers: int) -> torch.nn.Module:
@@ -125,7 +144,9 @@ def train_bc(
     x_all = torch.from_numpy((obs[keep] - mean) / std)
     y_all = torch.from_numpy(actions[keep])
     w_all = torch.from_numpy(weights[keep])
-    for _ in range(config.steps):
+    for step in range(config.steps):
+        for group in opt.param_groups:
+            group["lr"] = config.lr_at(step)
         idx = torch.randint(0, keep.size, (min(config.batch_size, keep.size),), generator=gen)
         per_sample = ((net(x_all[idx]) - y_all[idx]) ** 2).sum(-1)
         loss = weighted_bc_loss(per_sample, w_all[idx])
@@ -136,21 +157,40 @@ def train_bc(
     return BCPolicy(net, mean, std)
 
 
-def rollout_success(policy: BCPolicy, task: TaskSpec, num_rollouts: int, seed: int) -> np.ndarray:
-    """Run ``num_rollouts`` episodes of ``task.horizon`` steps; ``[num_rollouts]`` bool success.
+def rollout_outcomes(
+    policy: BCPolicy, task: TaskSpec, num_rollouts: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Run ``num_rollouts`` episodes of ``task.horizon`` steps in parallel worlds.
 
-    An episode succeeds if the task is complete at any step (the world is then frozen).
+    An episode succeeds if the task is complete at any step (from then on it is no
+    longer stepped). Returns ``(success [num_rollouts] bool, steps [num_rollouts] int)``
+    with ``steps`` the largest number of the task's steps complete at any time (see
+    :meth:`~lc_robotics_reward.sim.world.World.steps_done`), which shows where failed
+    episodes got stuck.
     """
     from lc_robotics_reward.sim.world import World
 
+    if num_rollouts < 1:
+        raise ValueError(f"num_rollouts={num_rollouts}; allowed: >= 1")
     world = World(task, num_rollouts, seed=seed)
     obs = world.reset()
     done = np.zeros(num_rollouts, dtype=bool)
+    steps = np.zeros(num_rollouts, dtype=int)
     for _ in range(task.horizon):
         act = policy.act(obs)
-        act[done] = 0.0
+        act[done] = world.proprio()[done]  # finished worlds hold still
+        act[done, 2] = 0.0
         obs, success = world.step(act)
         done |= success
+        steps = np.maximum(steps, world.steps_done())
         if done.all():
             break
-    return done
+    return done, steps
+
+
+def rollout_success(policy: BCPolicy, task: TaskSpec, num_rollouts: int, seed: int) -> np.ndarray:
+    """Run ``num_rollouts`` episodes of ``task.horizon`` steps; ``[num_rollouts]`` bool success.
+
+    An episode succeeds if the task is complete at any step (see :func:`rollout_outcomes`).
+    """
+    return rollout_outcomes(policy, task, num_rollouts, seed)[0]

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from lc_robotics_reward.sim.demos import BEHAVIOURS, STYLES, Demo, demos_to_dataset, generate_demos
+from lc_robotics_reward.sim.demos import (
+    BEHAVIOURS,
+    STYLES,
+    Demo,
+    demos_to_dataset,
+    generate_demos,
+    replay_demo,
+)
 from lc_robotics_reward.sim.render import IMAGE_SIZE, render
 from lc_robotics_reward.sim.world import TASKS, ObjectSpec, Region, Step, TaskSpec, World
 
@@ -20,4 +27,5 @@ __all__ = [
     "demos_to_dataset",
     "generate_demos",
     "render",
+    "replay_demo",
 ]

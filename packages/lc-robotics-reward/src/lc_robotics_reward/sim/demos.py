@@ -266,6 +266,25 @@ def generate_demos(
     return out
 
 
+def replay_demo(task: TaskSpec, demo: Demo) -> bool:
+    """Replay a demonstration's actions open loop from its first state.
+
+    The world is put in the state of ``demo.obs[0]`` and stepped with ``demo.actions``.
+    Returns whether the task is complete at any step (the criterion of the policy
+    rollouts). Every good demonstration passes: the simulator is deterministic, so this
+    checks that the recorded actions, not the script's internal state, solve the task.
+    """
+    if demo.task != task.name:
+        raise ValueError(f"demo of task {demo.task!r} replayed in task {task.name!r}")
+    world = World(task, 1, seed=0)
+    world.set_state(*world.state_from_observation(demo.obs[:1]))
+    done = False
+    for act in demo.actions:
+        _, success = world.step(act[None].astype(float))
+        done = done or bool(success[0])
+    return done
+
+
 def demos_to_dataset(
     demos: Sequence[Demo], tasks: Mapping[str, TaskSpec], fps: float = 10.0
 ) -> RobotDataset:

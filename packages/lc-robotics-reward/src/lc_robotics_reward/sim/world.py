@@ -262,6 +262,56 @@ class World:
                 self.objects[hit, i] = np.clip(self.grip[hit] + PUSH_RADIUS * u, 0.0, 1.0)
         return self.observation(), self.success()
 
+    def set_state(
+        self, grip: np.ndarray, aperture: np.ndarray, objects: np.ndarray, held: np.ndarray
+    ) -> np.ndarray:
+        """Put every world in a given state; returns the observation ``[N, obs_dim]``.
+
+        Args:
+            grip: ``[N, 2]`` gripper positions.
+            aperture: ``[N]`` apertures in ``[0, 1]``.
+            objects: ``[N, K, 2]`` object positions.
+            held: ``[N]`` index of the held block or -1.
+        """
+        n, k = self.num_envs, len(self.task.objects)
+        grip = np.asarray(grip, dtype=float).reshape(n, 2)
+        aperture = np.asarray(aperture, dtype=float).reshape(n)
+        objects = np.asarray(objects, dtype=float).reshape(n, k, 2)
+        held = np.asarray(held).astype(int).reshape(n)
+        if ((held < -1) | (held >= k)).any():
+            raise ValueError(f"held={held.tolist()}; allowed: -1 or an object index < {k}")
+        self.grip, self.aperture = grip.copy(), aperture.copy()
+        self.objects, self.held = objects.copy(), held.copy()
+        return self.observation()
+
+    def state_from_observation(
+        self, obs: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Invert :meth:`observation`: ``(grip, aperture, objects, held)`` from ``[N, obs_dim]``."""
+        obs = np.asarray(obs, dtype=float)
+        k = len(self.task.objects)
+        if obs.ndim != 2 or obs.shape[1] != self.task.obs_dim:
+            raise ValueError(f"obs shape {obs.shape}; expected [N, {self.task.obs_dim}]")
+        onehot = obs[:, 3 : 3 + k]
+        held = np.where(onehot.max(1) > 0.5, onehot.argmax(1), -1)
+        objects = obs[:, 3 + k : 3 + 3 * k].reshape(-1, k, 2)
+        return obs[:, :2], obs[:, 2], objects, held
+
+    def steps_done(self) -> np.ndarray:
+        """How many of the task's steps are complete now, in order ``[N]`` int.
+
+        Step ``j`` counts only if steps ``0..j-1`` count too; ``steps_done() ==
+        len(task.steps)`` is :meth:`success` except that it ignores a held block.
+        """
+        ok = np.ones(self.num_envs, dtype=bool)
+        count = np.zeros(self.num_envs, dtype=int)
+        for step in self.task.steps:
+            ok = ok & step.goal.contains(self.objects[:, step.obj])
+            if step.kind == "pick_place":
+                ok = ok & (self.held != step.obj)
+            count += ok
+        return count
+
     def success(self) -> np.ndarray:
         """Whether every step's goal holds now (and nothing is held) ``[N]`` bool."""
         ok = self.held < 0
