@@ -76,6 +76,30 @@ def test_bfloat16_on_gpu():
     _compare(("fsa", "nsa"), 2, 300, 2, 4, 64, 64, 4, torch.bfloat16, "cuda")
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="host/device syncs exist only on a GPU")
+def test_fsa_plan_and_kernels_never_wait_for_the_device():
+    from lc_kernels.selected_attention import triton as kernels
+
+    gen = torch.Generator().manual_seed(3)
+    t, hkv, g, d, bs = 300, 2, 4, 64, 64
+    idx = random_selection(gen, 1, t, hkv, 4, bs, [0, t]).view(t, hkv, 4).int().cuda()
+    idx = dedup_indices(idx).contiguous()
+    q = torch.randn(t, hkv * g, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(t, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    cu = torch.tensor([0, t], device="cuda")
+    _, _, chunk = kernels.fsa_tiling(g)
+    plan = build_plan(idx, cu, bs, chunk, num_blocks=-(-t // bs))
+    kernels.fsa_forward(q, k, v, idx, plan, bs, d**-0.5)  # compile and autotune first
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        plan = build_plan(idx, cu, bs, chunk, num_blocks=-(-t // bs))
+        kernels.fsa_forward(q, k, v, idx, plan, bs, d**-0.5)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
 def test_varlen_matches_reference_and_per_sequence_calls(device):
     cu = [0, 37, 40, 70]
     _compare(("fsa", "nsa"), 1, 70, 1, 2, 48, 16, 2, torch.float32, device, cu=cu, seed=3)
