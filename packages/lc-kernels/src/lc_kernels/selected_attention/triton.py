@@ -270,6 +270,31 @@ def _fsa_fwd_kernel(
             tl.store(LP + t * stride_ln + s * stride_ls + hq, m + tl.log(den), mask=rmask)
 
 
+@triton.jit
+def _used_slots(
+    IDX,
+    t,
+    h,
+    S,
+    stride_in,
+    stride_ih,
+    G: tl.constexpr,
+    GP: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+):
+    # token t, KV head h: slot/dim offsets, its query heads, masks, and which
+    # (slot, query head) pairs hold a partial result ([BLOCK_S, GP], unused slots are -1)
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_g = tl.arange(0, GP)
+    offs_d = tl.arange(0, BLOCK_D)
+    gmask = offs_g < G
+    idx = tl.load(IDX + t * stride_in + h * stride_ih + offs_s, mask=offs_s < S, other=-1)
+    valid = (idx >= 0)[:, None] & gmask[None, :]
+    return offs_s, offs_d, h * G + offs_g, gmask, offs_d < D, valid
+
+
 @_tuned(["G", "D", "BLOCK_S"], (1, 2, 4))
 @triton.jit
 def _fsa_reduce_kernel(
@@ -297,14 +322,9 @@ def _fsa_reduce_kernel(
 ):
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
-    offs_s = tl.arange(0, BLOCK_S)
-    offs_g = tl.arange(0, GP)
-    offs_d = tl.arange(0, BLOCK_D)
-    hq = h * G + offs_g
-    gmask = offs_g < G
-    dmask = offs_d < D
-    idx = tl.load(IDX + t * stride_in + h * stride_ih + offs_s, mask=offs_s < S, other=-1)
-    valid = (idx >= 0)[:, None] & gmask[None, :]  # [S, G]
+    offs_s, offs_d, hq, gmask, dmask, valid = _used_slots(
+        IDX, t, h, S, stride_in, stride_ih, G, GP, D, BLOCK_D, BLOCK_S
+    )
     lse_s = tl.load(
         LP + t * stride_ln + offs_s[:, None] * stride_ls + hq[None, :],
         mask=valid,
@@ -487,14 +507,9 @@ def _fsa_dq_reduce_kernel(
     # dQ of one (token, KV head): the sum of its partial dQ over the slots it used
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
-    offs_s = tl.arange(0, BLOCK_S)
-    offs_g = tl.arange(0, GP)
-    offs_d = tl.arange(0, BLOCK_D)
-    hq = h * G + offs_g
-    gmask = offs_g < G
-    dmask = offs_d < D
-    idx = tl.load(IDX + t * stride_in + h * stride_ih + offs_s, mask=offs_s < S, other=-1)
-    valid = (idx >= 0)[:, None] & gmask[None, :]  # [S, G]
+    offs_s, offs_d, hq, gmask, dmask, valid = _used_slots(
+        IDX, t, h, S, stride_in, stride_ih, G, GP, D, BLOCK_D, BLOCK_S
+    )
     p_off = t * stride_dn + offs_s[:, None, None] * stride_ds + hq[None, :, None] * stride_dh
     part = tl.load(
         DQP + p_off + offs_d[None, None, :],
