@@ -48,5 +48,5 @@ step pytest_gpu 150 "$PY" -m pytest -v -p no:cacheprovider --timeout 120 -m "not
   packages/lc-kernels/tests/test_package.py packages/lc-kernels/tests/test_decode_triton.py packages/lc-kernels/tests/test_compressed_attention.py \
   packages/lc-kernels/tests/test_decode_reference.py
 step decode_sparse 40 "$PY" packages/lc-kernels/benchmarks/decode_sparse.py --device cuda --budget-s 25
-step fsa_profile 45 "$PY" packages/lc-kernels/benchmarks/fsa_profile.py
+step fsa_profile 75 "$PY" packages/lc-kernels/benchmarks/fsa_profile.py
 echo "done in ${SECONDS}s" | tee -a "$RES/summary.txt"

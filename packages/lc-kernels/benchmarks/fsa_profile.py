@@ -3,7 +3,8 @@
 For a few (T, G) cases of ``fsa_vs_nsa.py``'s setting it reports, for the forward and
 the forward+backward, the device time per call (``triton.testing.do_bench``), the host
 time of issuing one call (no synchronize), and the profiler's per-kernel CUDA time and
-per-op CPU time, so launch and planning overhead can be told apart from kernel time.
+per-op CPU time, so launch and planning overhead can be told apart from kernel time;
+then it sweeps ``FSA_STEPS`` (entries each program handles) at 16K and 64K.
 
     python packages/lc-kernels/benchmarks/fsa_profile.py   # CUDA only
 
@@ -77,13 +78,43 @@ def case(t: int, g: int, order: str) -> dict:
     return out
 
 
+def steps_sweep(t: int, g: int, values: tuple[int, ...] = (2, 4, 8, 16)) -> list[dict]:
+    """Device time of the FSA order for each ``FSA_STEPS`` (entries per work chunk)."""
+    from triton.testing import do_bench
+
+    from lc_kernels.selected_attention import triton as kernels
+
+    x = make_inputs(t, g, HKV, D, torch.bfloat16, "cuda")
+    qkv = [x[n].clone().requires_grad_(True) for n in ("q", "k", "v")]
+    default, rows = kernels.FSA_STEPS, []
+    try:
+        for steps in values:
+            kernels.FSA_STEPS = steps
+
+            def fwd() -> torch.Tensor:
+                return selected_attention(*qkv, x["idx"], BLOCK, backend="triton", order="fsa")
+
+            row = {"T": t, "G": g, "fsa_steps": steps}
+            row["fwd_ms"] = do_bench(fwd, warmup=10, rep=40)
+            row["fwd_bwd_ms"] = do_bench(
+                lambda: fwd().backward(x["do"]), warmup=5, rep=40, grad_to_none=qkv
+            )
+            print(row, flush=True)
+            rows.append(row)
+    finally:
+        kernels.FSA_STEPS = default
+    return rows
+
+
 def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA device")
     rows = [case(t, g, "fsa") for t, g in ((16384, 1), (16384, 4), (65536, 1), (65536, 4))]
+    sweep = [r for t, g in ((16384, 1), (16384, 4), (65536, 4)) for r in steps_sweep(t, g)]
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "fsa_profile_gpu.json"
-    path.write_text(json.dumps({"machine": torch.cuda.get_device_name(), "cases": rows}, indent=1))
+    result = {"machine": torch.cuda.get_device_name(), "cases": rows, "fsa_steps_sweep": sweep}
+    path.write_text(json.dumps(result, indent=1))
     print(f"wrote {path}")
 
 

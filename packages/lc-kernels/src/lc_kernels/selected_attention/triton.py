@@ -624,6 +624,12 @@ def nsa_backward(
     return dq, dk.to(k.dtype), dv.to(v.dtype)
 
 
+#: Steps of ``BLOCK_M`` rows one FSA program makes over the tokens that selected its
+#: block (so a work chunk holds ``EPI * FSA_STEPS`` entries); a tuning knob, see
+#: ``benchmarks/fsa_profile.py``. The interpreter uses 2 to keep tests fast.
+FSA_STEPS = 8
+
+
 def fsa_tiling(g: int) -> tuple[int, int, int]:
     """Rows per step of the FSA kernels (a power of two >= G), entries per step, entries per program.
 
@@ -633,7 +639,7 @@ def fsa_tiling(g: int) -> tuple[int, int, int]:
     """
     block_m = max(_pow2(g), 32 if interpreter_on() else 64)
     epi = block_m // g
-    return block_m, epi, epi * (2 if interpreter_on() else 8)
+    return block_m, epi, epi * (2 if interpreter_on() else FSA_STEPS)
 
 
 def fsa_forward(
