@@ -280,10 +280,11 @@ def plot(report: dict, path: Path) -> None:
             per_seed = np.asarray(res["successes_per_seed"]) / res["rollouts_per_seed"]
             ax.plot(np.full(per_seed.size, x[i]), per_seed, "k.", ms=3)
     ax.set_xticks(np.arange(len(tasks)), tasks)
-    ax.set_ylim(0, 1)
+    ax.set_ylim(0, 1.3)
+    ax.set_yticks(np.linspace(0, 1, 6))
     ax.set_ylabel("success rate (95% Wilson interval; dots: seeds)")
     ax.set_title("BC on mixed-quality demos")
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=6.5, loc="upper left", ncol=2)
     for ax, t in zip(axes[1:], tasks, strict=True):
         for style, colour in (
             ("good", "tab:green"),
@@ -323,7 +324,13 @@ def main() -> None:
     parser.add_argument("--text", default="auto", choices=("auto", "minilm", "hash"))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--plot-only", action="store_true", help="redraw the PNG from an existing JSON"
+    )
     args = parser.parse_args()
+    if args.plot_only:
+        plot(json.loads((args.out / "rabc_vs_bc.json").read_text()), args.out / "rabc_vs_bc.png")
+        return
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     embedder = make_text_embedder(args.text)

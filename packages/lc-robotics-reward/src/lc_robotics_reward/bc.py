@@ -35,9 +35,10 @@ class BCConfig:
 
     ``lr_schedule="cosine"`` decays the learning rate from ``lr`` to 0 over ``steps``
     (half a cosine); ``"constant"`` keeps it fixed. The decay matters in closed loop:
-    with a constant rate the last Adam iterate still moves a lot from step to step, and
-    policies with the same training loss but different seeds then succeed anywhere from
-    0% to 95% of rollouts in the simulator.
+    with a constant rate the last Adam iterate still moves from step to step, and in our
+    runs policies trained on the same good demonstrations with a constant rate succeeded
+    in 97% or 41% of simulator rollouts depending on the training seed, with the decay in
+    92-97% (see the package guide). The defaults are those of the benchmark.
     """
 
     hidden: int = 256
