@@ -4,15 +4,17 @@ Three identical SWAX models (sliding-window attention + mLSTM, 1:1) are trained,
 same data stream and the same number of steps, under three window schedules, for several
 seeds. Every training sequence is one of two kinds:
 
-* *short context* (most sequences): ``--near-pairs`` key-value pairs sit just before a
-  block of queries, all inside the long window but outside the short one (and outside the
-  two-layer receptive field of the short window). With the long window the attention
-  reads them exactly; with the short window the mLSTM must hold them all in its small
-  matrix memory, where they interfere.
-* *long range* (a fraction ``--p-far``): ``--far-pairs`` pairs sit at the very start,
-  beyond twice the long window from the queries, so only the mLSTM can carry them.
+* *short context* (most sequences): ``MARK b_0 .. b_7 SEP b_0 .. b_7``, a block of
+  ``--near-len`` random value tokens repeated right after a separator. Each repeated token
+  is 8 positions after its original: inside the long window, beyond the two-layer
+  receptive field of the short one. The long window's attention copies it exactly; with
+  the short window the mLSTM must hold the whole block, in order, in its small matrix
+  memory, where the tokens interfere.
+* *long range* (a fraction ``--p-far``): ``MARK b_0 b_1`` at the very start and
+  ``SEP b_0 b_1`` at the end, about 70 positions later, beyond twice the long window, so
+  only the mLSTM can carry the block.
 
-A query is ``QUERY key`` and the loss is taken on the next token, the key's value.
+Filler tokens fill the rest; the loss is taken on the repeated tokens only.
 
 This follows the mechanism of SWAX (arXiv 2509.24552): a long window solves most training
 sequences with attention, so the mLSTM memory gets little training signal and long-range
@@ -331,8 +333,8 @@ def plot(result: dict, path: Path) -> None:
     axes[0].axhline(result["chance"], color="gray", ls=":", label="chance")
     axes[0].set_xticks(xs, [r["model"] for r in table], fontsize=8)
     axes[0].set_ylabel(f"accuracy (mean, min..max over {table[0]['seeds']} seeds)")
-    axes[0].set_ylim(0, 1.05)
-    axes[0].legend(fontsize=8)
+    axes[0].set_ylim(0, 1.25)
+    axes[0].legend(fontsize=8, loc="upper center", ncol=3)
     colors = {r["model"]: f"C{i}" for i, r in enumerate(table)}
     for ax, key, title in (
         (axes[1], "near_loss", "training loss, short-context sequences"),
