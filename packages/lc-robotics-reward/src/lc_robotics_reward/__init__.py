@@ -62,6 +62,7 @@ _LAZY = {
     "BCConfig": "lc_robotics_reward.bc",
     "BCPolicy": "lc_robotics_reward.bc",
     "train_bc": "lc_robotics_reward.bc",
+    "rollout_outcomes": "lc_robotics_reward.bc",
     "rollout_success": "lc_robotics_reward.bc",
 }
 
@@ -101,6 +102,7 @@ __all__ = [
     "rabc_weights",
     "ranking_auc",
     "rewind_indices",
+    "rollout_outcomes",
     "rollout_success",
     "sarm_loss",
     "spans_from_stages",
