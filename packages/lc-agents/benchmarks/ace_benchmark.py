@@ -195,7 +195,8 @@ def main() -> None:
     parser.add_argument(
         "--local-model",
         default="smollm2-135m-instruct",
-        help="embedded model when no endpoint is given (lc_agents.models.EMBEDDED_MODELS)",
+        help="embedded chat model when no endpoint is given (lc_agents.models.EMBEDDED_MODELS; "
+        "the embedded Gemma-3-270M is a base model without a chat template)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -230,7 +231,10 @@ def main() -> None:
 
         if args.local_model not in EMBEDDED_MODELS:
             parser.error(f"--local-model must be one of {sorted(EMBEDDED_MODELS)}")
-        backend = LocalBackend(args.local_model, max_tokens=args.gen_tokens)
+        try:
+            backend = LocalBackend(args.local_model, max_tokens=args.gen_tokens)
+        except ValueError as exc:  # e.g. a base model whose tokenizer has no chat template
+            parser.error(f"--local-model {args.local_model}: {exc}; ACE needs a chat model")
         count_tokens = backend.count_tokens
         model_name = f"{args.local_model} (embedded, greedy)"
     load_s = time.perf_counter() - t_load
