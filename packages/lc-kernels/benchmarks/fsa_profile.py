@@ -16,7 +16,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -40,9 +42,8 @@ def _top(prof, key: str, n: int = 12) -> list[dict]:
     ]
 
 
-def case(t: int, g: int, order: str) -> dict:
-    from triton.testing import do_bench
-
+def calls(t: int, g: int, order: str) -> tuple[Callable[[], Any], Callable[[], Any], list]:
+    """``(forward, forward+backward, [q, k, v])`` of one bf16 case of ``fsa_vs_nsa.py``."""
     x = make_inputs(t, g, HKV, D, torch.bfloat16, "cuda")
     qkv = [x[n].clone().requires_grad_(True) for n in ("q", "k", "v")]
 
@@ -52,6 +53,13 @@ def case(t: int, g: int, order: str) -> dict:
     def fwd_bwd() -> None:
         fwd().backward(x["do"])
 
+    return fwd, fwd_bwd, qkv
+
+
+def case(t: int, g: int, order: str) -> dict:
+    from triton.testing import do_bench
+
+    fwd, fwd_bwd, qkv = calls(t, g, order)
     out: dict = {"T": t, "G": g, "order": order}
     for name, fn in (("fwd", fwd), ("fwd_bwd", fwd_bwd)):
         out[f"{name}_device_ms"] = do_bench(fn, warmup=10, rep=40, grad_to_none=qkv)
@@ -84,21 +92,14 @@ def steps_sweep(t: int, g: int, values: tuple[int, ...] = (2, 4, 8, 16)) -> list
 
     from lc_kernels.selected_attention import triton as kernels
 
-    x = make_inputs(t, g, HKV, D, torch.bfloat16, "cuda")
-    qkv = [x[n].clone().requires_grad_(True) for n in ("q", "k", "v")]
+    fwd, fwd_bwd, qkv = calls(t, g, "fsa")
     default, rows = kernels.FSA_STEPS, []
     try:
         for steps in values:
-            kernels.FSA_STEPS = steps
-
-            def fwd() -> torch.Tensor:
-                return selected_attention(*qkv, x["idx"], BLOCK, backend="triton", order="fsa")
-
+            kernels.FSA_STEPS = steps  # read at every call (plan chunk size)
             row = {"T": t, "G": g, "fsa_steps": steps}
             row["fwd_ms"] = do_bench(fwd, warmup=10, rep=40)
-            row["fwd_bwd_ms"] = do_bench(
-                lambda: fwd().backward(x["do"]), warmup=5, rep=40, grad_to_none=qkv
-            )
+            row["fwd_bwd_ms"] = do_bench(fwd_bwd, warmup=5, rep=40, grad_to_none=qkv)
             print(row, flush=True)
             rows.append(row)
     finally:

@@ -116,16 +116,19 @@ def selected_attention(
     chosen = resolve_backend(backend, q.device, q.dtype)
     if chosen == "torch" or not kernel_ok:  # auto falls back to the reference for other sizes
         return selected_attention_reference(q, k, v, block_indices, block_size, sc, cu_seqlens)
-    from lc_kernels.selected_attention.function import SelectedAttentionFunction, dedup_indices
+    from lc_kernels.selected_attention.function import (
+        SelectedAttentionFunction,
+        dedup_indices,
+        num_global_blocks,
+    )
 
     g = hq // hkv
     use = order if order != "auto" else ("fsa" if g <= 8 else "nsa")
-    if cu_seqlens is None:  # known on the host: no device read needed to size the plan
-        num_blocks = b * -(-t // block_size)
-    else:
-        from lc_kernels.selected_attention.function import num_global_blocks
-
-        num_blocks = num_global_blocks(cu, block_size)
+    num_blocks = None  # sizes the FSA plan; known on the host without cu_seqlens
+    if use == "fsa":
+        num_blocks = (
+            b * -(-t // block_size) if cu_seqlens is None else num_global_blocks(cu, block_size)
+        )
     idx = dedup_indices(block_indices.reshape(b * t, hkv, -1).to(torch.int32)).contiguous()
     out = SelectedAttentionFunction.apply(
         q.reshape(b * t, hq, d),
