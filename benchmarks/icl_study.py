@@ -202,6 +202,7 @@ def run_study(
     seed: int = 0,
     time_budget: float | None = None,
     progress: bool = True,
+    log_path: str | os.PathLike[str] | None = None,
 ) -> tuple[list[Cell], dict[str, Any]]:
     """Accuracy of one loaded model over tasks x styles x deltas x shot counts.
 
@@ -218,6 +219,9 @@ def run_study(
         time_budget: stop after this many seconds (queries are asked in rounds, each a
             seeded shuffle of all cells, so an early stop leaves an even sample).
         progress: show a progress bar.
+        log_path: JSON Lines file that receives every answer as soon as it is known.
+            A rerun with the same file and settings reuses the answers already in it
+            and asks only the missing queries (an interrupted run resumes).
 
     Returns:
         ``(cells, info)`` with per-cell counts and run facts (max shots per task, timing).
@@ -242,9 +246,8 @@ def run_study(
             blocks = ref.context.split("\n\n")[:-1]  # preamble (if any) and exemplars
             offset = 1 if style != "plain" else 0
             cuts = {k: k + offset for k in grid}
-            caches = scorer.prefix_caches(blocks, list(cuts.values()))
             plan[(style, task)] = {"k_max": k_max, "grid": grid, "names": names, "cuts": cuts}
-            plan[(style, task)]["caches"] = caches
+            plan[(style, task)]["blocks"] = blocks
             for d in deltas:
                 for k in grid:
                     cells[(style, task, d, names[k])] = Cell(
@@ -257,6 +260,16 @@ def run_study(
                         if it.context.split("\n\n")[:-1] != blocks[: cuts[k]]:
                             raise AssertionError(f"{task}: exemplar prefix mismatch at k={k}")
                     queue[(style, task, d, k)] = batch
+    settings = {"model": model_name, "window": window, "seed": seed, "items": items}
+    done = _read_log(log_path, settings) if log_path is not None else {}
+    log = _open_log(log_path, settings) if log_path is not None else None
+    for (style, task), p in plan.items():  # prefill only what still has queries to ask
+        names = [p["names"][k] for k in p["grid"]]
+        wanted = [
+            (style, task, f"{d:g}", n, i) for d in deltas for n in names for i in range(items)
+        ]
+        if any(key not in done for key in wanted):
+            p["caches"] = scorer.prefix_caches(p["blocks"], list(p["cuts"].values()))
     prefill_s = time.perf_counter() - start
     total = items * len(cells)
     bar = tqdm(total=total, desc=f"{model_name} queries", disable=not progress)
@@ -274,12 +287,20 @@ def run_study(
             # balances the labels within every round, even one cut short
             it = queue[(style, task, d, k)][2 * i + pos % 2]
             cut = p["cuts"][k]
-            ans = scorer.ask(
-                p["caches"][cut],
-                it.context.split("\n\n")[-1],
-                first=cut == 0,
-                numeric=task == "vending_machine_sum",
-            )
+            key = (style, task, f"{d:g}", p["names"][k], i)
+            if key in done:
+                ans = done[key]
+            else:
+                ans = scorer.ask(
+                    p["caches"][cut],
+                    it.context.split("\n\n")[-1],
+                    first=cut == 0,
+                    numeric=task == "vending_machine_sum",
+                )
+                if log is not None:
+                    row = dict(zip(("style", "task", "delta", "shots", "i"), key))
+                    log.write(json.dumps(row | {"answer": ans, "label": it.answers[0]}) + "\n")
+                    log.flush()
             cell = cells[(style, task, d, p["names"][k])]
             cell.n += 1
             cell.correct += int(ans == it.answers[0])
@@ -288,6 +309,8 @@ def run_study(
         if stopped_early:
             break
     bar.close()
+    if log is not None:
+        log.close()
     info = {
         "window": window,
         "k_max": {f"{s}/{t}": p["k_max"] for (s, t), p in plan.items()},
@@ -296,6 +319,49 @@ def run_study(
         "stopped_early": stopped_early,
     }
     return list(cells.values()), info
+
+
+# --------------------------------------------------------------------------- answer log
+
+
+def _read_log(
+    path: str | os.PathLike[str], settings: dict[str, Any]
+) -> dict[tuple[str, str, str, str, int], str]:
+    """Answers already logged for these settings, keyed by (style, task, delta, shots, i)."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        return {}
+    done: dict[tuple[str, str, str, str, int], str] = {}
+    with path.open() as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if "settings" in row:
+                    if row["settings"] != settings:
+                        raise SystemExit(
+                            f"{path}:{lineno}: logged with {row['settings']}, "
+                            f"this run is {settings}; use another --log file"
+                        )
+                    continue
+                key = (row["style"], row["task"], row["delta"], row["shots"], int(row["i"]))
+                done[key] = str(row["answer"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise SystemExit(f"{path}:{lineno}: malformed answer log line ({exc})") from exc
+    return done
+
+
+def _open_log(path: str | os.PathLike[str], settings: dict[str, Any]) -> Any:
+    """Open the answer log for appending, writing the settings line to a new file."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fresh = not path.exists() or path.stat().st_size == 0
+    fh = path.open("a")
+    if fresh:
+        fh.write(json.dumps({"settings": settings}) + "\n")
+        fh.flush()
+    return fh
 
 
 # ----------------------------------------------------------------------------- reports
@@ -436,6 +502,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--bf16", action="store_true", help="run the model in bfloat16")
     ap.add_argument("--out", default=str(OUT_DIR / "icl_study.json"))
     ap.add_argument("--shift-stats", action="store_true", help="only write the shift table")
+    ap.add_argument(
+        "--log-dir",
+        default=str(pathlib.Path.home() / ".cache" / "lc-evals" / "icl_study"),
+        help="answer logs (one JSON Lines file per model); a rerun resumes from them",
+    )
     args = ap.parse_args(argv)
     if args.shift_stats:
         table = shift_table()
@@ -471,6 +542,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             window=args.window,
             seed=args.seed,
             time_budget=args.time_budget,
+            log_path=pathlib.Path(args.log_dir) / f"{out.stem}_{pathlib.Path(name).name}.jsonl",
         )
         info["load_seconds"] = round(load_s, 1)
         infos[name] = info
@@ -479,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     result = {
         "benchmark": "icl_study",
         "machine": os.environ.get("LC_BENCH_MACHINE", "2-core CPU"),
-        "config": {k: v for k, v in vars(args).items() if k != "out"},
+        "config": {k: v for k, v in vars(args).items() if k not in ("out", "log_dir")},
         "runs": infos,
         "summary": summarize(all_cells),
         "cells": [asdict(c) | {"accuracy": c.accuracy} for c in all_cells],
