@@ -395,6 +395,94 @@ def summarize(cells: Sequence[Cell]) -> dict[str, Any]:
     return out
 
 
+def findings(cells: Sequence[Cell]) -> dict[str, Any]:
+    """Per model, the two quantities the paper's findings are about, pooled over the tasks.
+
+    ``by_style[style][shots]`` (pooled over deltas) and ``style_spread[shots]`` (best
+    minus worst style): the paper finds the spread shrinks as shots grow.
+    ``by_delta[delta][shots]`` (pooled over styles) and ``shift_gap[shots]`` (accuracy
+    at delta 0 minus the mean over delta > 0): the paper finds accuracy falls with shift.
+    ``n[shots]`` is the number of queries behind each ``by_style`` entry.
+    """
+    out: dict[str, Any] = {}
+    for model in sorted({c.model for c in cells}):
+        mine = [c for c in cells if c.model == model]
+        shots = list(dict.fromkeys(c.shots for c in sorted(mine, key=_shot_order)))
+        styles = sorted({c.style for c in mine})
+        deltas = sorted({c.delta for c in mine})
+        by_style = {
+            st: {s: _pooled([c for c in mine if c.style == st and c.shots == s]) for s in shots}
+            for st in styles
+        }
+        by_delta = {
+            f"{d:g}": {
+                s: _pooled([c for c in mine if c.delta == d and c.shots == s]) for s in shots
+            }
+            for d in deltas
+        }
+        spread, gap = {}, {}
+        for s in shots:
+            accs = [by_style[st][s] for st in styles if not math.isnan(by_style[st][s])]
+            spread[s] = round(max(accs) - min(accs), 4) if len(accs) > 1 else math.nan
+            shifted = [by_delta[f"{d:g}"][s] for d in deltas if d > 0]
+            gap[s] = (
+                round(by_delta["0"][s] - _mean(shifted), 4)
+                if "0" in by_delta and shifted
+                else math.nan
+            )
+        out[model] = {
+            "by_style": by_style,
+            "style_spread": spread,
+            "by_delta": by_delta,
+            "shift_gap": gap,
+            "n": {
+                s: sum(c.n for c in mine if c.shots == s and c.style == styles[0]) for s in shots
+            },
+        }
+    return out
+
+
+def plot_findings(cells: Sequence[Cell], path: pathlib.Path) -> None:
+    """Per model: accuracy vs shots per prompt style, and accuracy vs delta per shot count."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = findings(cells)
+    models = list(summary)
+    fig, axes = plt.subplots(2, len(models), figsize=(5.5 * len(models), 7.5), squeeze=False)
+    for col, model in enumerate(models):
+        f = summary[model]
+        shots = list(f["n"])
+        ax = axes[0][col]
+        for style, row in f["by_style"].items():
+            ax.plot(range(len(shots)), [row[s] for s in shots], marker="o", label=style)
+        ax.set_xticks(range(len(shots)), shots)
+        ax.set_xlabel("exemplars (shots)")
+        ax.set_ylabel("accuracy (9 tasks, all deltas)")
+        ax.set_title(f"{model}: prompt styles")
+        ax = axes[1][col]
+        deltas = list(f["by_delta"])
+        for s in shots:
+            ax.plot(
+                [float(d) for d in deltas],
+                [f["by_delta"][d][s] for d in deltas],
+                marker="o",
+                label=f"{s} shots",
+            )
+        ax.set_xlabel("distribution shift delta")
+        ax.set_ylabel("accuracy (9 tasks, all styles)")
+        ax.set_title(f"{model}: shift")
+        for ax in axes[:, col]:
+            ax.axhline(0.5, color="grey", lw=0.8, ls=":")
+            ax.set_ylim(0.3, 0.9)
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def _pooled(cells: Sequence[Cell]) -> float:
     n = sum(c.n for c in cells)
     return round(sum(c.correct for c in cells) / n, 4) if n else math.nan
@@ -554,10 +642,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "config": {k: v for k, v in vars(args).items() if k not in ("out", "log_dir")},
         "runs": infos,
         "summary": summarize(all_cells),
+        "findings": findings(all_cells),
         "cells": [asdict(c) | {"accuracy": c.accuracy} for c in all_cells],
     }
     out.write_text(json.dumps(result, indent=1, default=str))
     plot(all_cells, out.with_suffix(".png"))
+    plot_findings(all_cells, out.with_name(f"{out.stem}_findings.png"))
     print(json.dumps(result["summary"], indent=1))
 
 

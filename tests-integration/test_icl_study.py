@@ -108,3 +108,29 @@ def test_answer_log_errors_name_the_line(tiny_model, tmp_path):
     log.write_text(json.dumps({"settings": settings | {"window": 512}}) + "\n")
     with pytest.raises(SystemExit, match=r"answers.jsonl:1: logged with"):
         study.run_study(model, tok, log_path=log, **GRID)
+
+
+def test_findings_pool_over_tasks_then_compare_styles_and_shifts():
+    study = _study()
+    cell = study.Cell
+    cells = [
+        # style a: 3/4 at 0 shots (delta 0), 1/4 at 0 shots (delta 0.5)
+        cell("m", "a", "t1", 0.0, "0", 0, n=4, correct=3),
+        cell("m", "a", "t1", 0.5, "0", 0, n=4, correct=1),
+        # style b: 2/4 and 2/4
+        cell("m", "b", "t1", 0.0, "0", 0, n=4, correct=2),
+        cell("m", "b", "t1", 0.5, "0", 0, n=4, correct=2),
+        # max shots: both styles 4/4 at delta 0 and 2/4 shifted
+        cell("m", "a", "t1", 0.0, "max", 100, n=4, correct=4),
+        cell("m", "a", "t1", 0.5, "max", 100, n=4, correct=2),
+        cell("m", "b", "t1", 0.0, "max", 100, n=4, correct=4),
+        cell("m", "b", "t1", 0.5, "max", 100, n=4, correct=2),
+    ]
+    f = study.findings(cells)["m"]
+    assert f["by_style"] == {"a": {"0": 0.5, "max": 0.75}, "b": {"0": 0.5, "max": 0.75}}
+    assert f["style_spread"] == {"0": 0.0, "max": 0.0}
+    assert f["by_delta"] == {"0": {"0": 0.625, "max": 1.0}, "0.5": {"0": 0.375, "max": 0.5}}
+    assert f["shift_gap"] == {"0": 0.25, "max": 0.5}
+    assert f["n"] == {"0": 8, "max": 8}
+    cells[0].correct = 4  # style a at 0 shots: 5/8
+    assert study.findings(cells)["m"]["style_spread"]["0"] == 0.125
