@@ -25,9 +25,11 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from lc_attention.lychee import _kernels
 from lc_attention.lychee.config import BACKENDS
@@ -48,7 +50,8 @@ def _acc(x: torch.Tensor) -> torch.Tensor:
 @dataclass(frozen=True)
 class _Group:
     """Retrieval heads of one KV head: ``heads`` (query-head ids), ``pub`` (their local rows
-    whose top-k is published) and the same as index tensors."""
+    whose top-k is published) and the same as index tensors; ``span``: ``(first, last + 1)``
+    when the heads are consecutive (read and written as a slice, no index op)."""
 
     kv: int
     heads: tuple[int, ...]
@@ -56,6 +59,12 @@ class _Group:
     heads_t: torch.Tensor
     pub_t: torch.Tensor
     pub_heads_t: torch.Tensor
+    span: tuple[int, int] | None = None
+
+    @property
+    def pub_all(self) -> bool:
+        """Every head of the group publishes (the top-k reads the logits as they are)."""
+        return len(self.pub) == len(self.heads)
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,9 @@ class HeadPlan:
     all_retrieval: bool
     pub_heads_t: torch.Tensor
     """All published heads (ascending), for the batched all-retrieval path."""
+    memo: dict[Any, torch.Tensor] = field(default_factory=dict, compare=False, repr=False)
+    """Index tensors derived from the cache's strides (row offsets of the sparse gather),
+    built at the first step that sees those strides and reused after."""
 
     @property
     def publishes(self) -> bool:
@@ -124,8 +136,12 @@ def head_plan(
         heads = tuple(h for h in range(j * g, (j + 1) * g) if ret[h])
         if heads:
             local = tuple(i for i, h in enumerate(heads) if pub[h])
+            consecutive = heads == tuple(range(heads[0], heads[-1] + 1))
+            span = (heads[0], heads[-1] + 1) if consecutive else None
             groups.append(
-                _Group(j, heads, local, idx(heads), idx(local), idx([heads[i] for i in local]))
+                _Group(
+                    j, heads, local, idx(heads), idx(local), idx([heads[i] for i in local]), span
+                )
             )
     sparse = tuple(h for h in range(num_heads) if not ret[h])
     return HeadPlan(
@@ -140,32 +156,58 @@ def head_plan(
     )
 
 
-def _rows_view(x: torch.Tensor, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """``x [B, T, HKV, D]`` as a 2-D row table ``[N, D]`` (no copy) and the row offset of
-    each ``(batch, head)`` pair in ``kv`` (``[B, S, 1]``), or None if the strides do not
-    allow it (rows of one head must be evenly spaced and not overlap)."""
+_ARANGE: dict[tuple[int, int, torch.device], torch.Tensor] = {}
+
+
+def _arange(start: int, stop: int, device: torch.device) -> torch.Tensor:
+    """``torch.arange(start, stop)`` on ``device``, built once per (start, stop, device)
+    (the decode loop asks for the same few ranges at every step)."""
+    key = (start, stop, device)
+    r = _ARANGE.get(key)
+    if r is None:
+        if len(_ARANGE) > 256:
+            _ARANGE.clear()
+        r = _ARANGE[key] = torch.arange(start, stop, device=device)
+    return r
+
+
+def _row_table(x: torch.Tensor) -> tuple[torch.Tensor, int, int] | None:
+    """``x [B, T, HKV, D]`` as a 2-D row table ``[N, D]`` (no copy), with the row offsets
+    of one batch row and of one KV head; None if the strides do not allow it (rows of
+    one head must be evenly spaced and not overlap)."""
     b, t, hkv, d = x.shape
     sb, st, sh, sd = x.stride()
     if sd != 1 or st < d or (b > 1 and sb % st) or (hkv > 1 and sh % st):
         return None
-    n = (b - 1) * (sb // st) + (hkv - 1) * (sh // st) + t
-    table = x.as_strided((n, d), (st, 1), x.storage_offset())
-    base = torch.arange(b, device=x.device).view(b, 1, 1) * (sb // st) + kv.view(1, -1, 1) * (
-        sh // st
-    )
-    return table, base
+    rb = sb // st if b > 1 else 0
+    rh = sh // st if hkv > 1 else 0
+    n = (b - 1) * rb + (hkv - 1) * rh + t
+    return x.as_strided((n, d), (st, 1), x.storage_offset()), rb, rh
+
+
+def _row_base(
+    kv: torch.Tensor, b: int, rb: int, rh: int, memo: dict[Any, torch.Tensor] | None
+) -> torch.Tensor:
+    """Row offset ``[B, S, 1]`` of each (batch row, head) pair whose KV heads are ``kv``."""
+    key = ("base", b, rb, rh)
+    base = None if memo is None else memo.get(key)
+    if base is None:
+        base = _arange(0, b, kv.device).view(b, 1, 1) * rb + kv.view(1, -1, 1) * rh
+        if memo is not None:
+            memo[key] = base
+    return base
 
 
 def _gather_rows(x: torch.Tensor, kv: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     """Rows ``x[b, indices[b, s, :], kv[s]]`` as ``[B, S, K, D]`` (one ``index_select``)."""
     b, s, k = indices.shape
-    d = x.shape[-1]
-    rv = _rows_view(x, kv)
-    if rv is None:
-        bi = torch.arange(b, device=x.device).view(b, 1, 1)
+    rt = _row_table(x)
+    if rt is None:
+        bi = _arange(0, b, x.device).view(b, 1, 1)
         return x[bi, indices, kv.view(1, -1, 1)]
-    table, base = rv
-    return table.index_select(0, (base + indices).flatten()).view(b, s, k, d)
+    table, rb, rh = rt
+    rows = (_row_base(kv, b, rb, rh, None) + indices).view(-1)
+    return table.index_select(0, rows).view(b, s, k, x.shape[-1])
 
 
 def _sparse_gather(
@@ -174,18 +216,32 @@ def _sparse_gather(
     v_cache: torch.Tensor,
     indices: torch.Tensor,
     kv_of_head: torch.Tensor,
-    scale: float,
     bias: torch.Tensor | None,
+    memo: dict[Any, torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """Attention of ``q [B, S, D]`` over the gathered rows ``indices [B, S, K]`` only."""
+    """Attention of the scaled query ``q [B, S, D]`` over the gathered rows
+    ``indices [B, S, K]`` only.
+
+    When keys and values have the same shape and strides (every Hugging Face cache), one
+    row index serves both gathers; ``memo`` keeps the row offsets between steps.
+    """
     b, s, d = q.shape
     k = indices.shape[-1]
-    ks = _gather_rows(k_cache, kv_of_head, indices).view(b * s, k, d)
-    vs = _gather_rows(v_cache, kv_of_head, indices).view(b * s, k, -1)
-    logits = _acc(torch.bmm((q * scale).reshape(b * s, 1, d), ks.transpose(1, 2)))
+    kt = _row_table(k_cache)
+    vt = _row_table(v_cache) if kt is not None else None
+    if kt is not None and vt is not None and kt[1:] == vt[1:]:
+        rows = (_row_base(kv_of_head, b, kt[1], kt[2], memo) + indices).view(-1)
+        ks = kt[0].index_select(0, rows).view(b * s, k, d)
+        vs = vt[0].index_select(0, rows).view(b * s, k, -1)
+    else:
+        ks = _gather_rows(k_cache, kv_of_head, indices).view(b * s, k, d)
+        vs = _gather_rows(v_cache, kv_of_head, indices).view(b * s, k, -1)
+    logits = _acc(torch.bmm(q.reshape(b * s, 1, d), ks.transpose(1, 2)))
     if bias is not None:
         logits = logits + bias.gather(1, indices.flatten(1)).view_as(logits)
-    p = torch.softmax(logits, dim=-1).to(vs.dtype)
+    p = torch.softmax(logits, dim=-1)
+    if p.dtype != vs.dtype:
+        p = p.to(vs.dtype)
     return torch.bmm(p, vs).view(b, s, -1)
 
 
@@ -213,12 +269,14 @@ def block_topk_indices(scores: torch.Tensor, k: int, block_size: int) -> torch.T
     lead = scores.shape[:-1]
     x = scores.reshape(-1, t)
     r, whole = x.shape[0], nb * block_size
-    blocks = x[:, :whole].reshape(r, nb, block_size)
-    top_blocks = torch.topk(blocks.amax(-1), k, dim=-1, sorted=False).indices  # [R, k]
-    offs = torch.arange(block_size, device=x.device)
-    cand = (top_blocks.unsqueeze(-1) * block_size + offs).view(r, -1)
+    # block maxima; max pooling reads the row as fast as a copy (amax over an inner
+    # dimension of 16 is about twice slower on CPU)
+    maxima = F.max_pool1d(x[:, None, :whole], block_size).view(r, nb)
+    top_blocks = torch.topk(maxima, k, dim=-1, sorted=False).indices  # [R, k]
+    offs = _arange(0, block_size, x.device)
+    cand = offs.add(top_blocks.unsqueeze(-1), alpha=block_size).view(r, -1)
     if whole < t:
-        tail = torch.arange(whole, t, device=x.device).expand(r, t - whole)
+        tail = _arange(whole, t, x.device).expand(r, t - whole)
         cand = torch.cat([cand, tail], dim=1)
     pick = torch.topk(x.gather(1, cand), k, dim=-1, sorted=False).indices
     return cand.gather(1, pick).view(*lead, k)
@@ -228,26 +286,30 @@ def _dense_group(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    scale: float,
     bias: torch.Tensor | None,
     topk_rows: torch.Tensor | None,
     topk: int,
     block_size: int,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Dense attention of ``q [..., G, D]`` over ``k, v [..., T, D]``; the top-k positions
-    of the rows ``topk_rows`` of the flattened ``[..., G]`` heads (None: no top-k).
+    """Dense attention of the scaled query ``q [..., G, D]`` over ``k, v [..., T, D]``;
+    the top-k positions of the rows ``topk_rows`` of the flattened ``[..., G]`` heads
+    (None: no top-k; a tensor of every row: top-k of the logits as they are).
 
     Returns ``(out [..., G, D], indices [B, len(topk_rows), topk] or None)``.
     """
-    logits = _acc(torch.matmul(q * scale, k.transpose(-1, -2)))  # [..., G, T]
+    logits = _acc(torch.matmul(q, k.transpose(-1, -2)))  # [..., G, T]
     if bias is not None:
         b = bias.shape[0]
         logits = logits + bias.view(b, *([1] * (logits.dim() - 2)), -1)
     idx = None
     if topk_rows is not None:
         flat = logits.reshape(logits.shape[0], -1, logits.shape[-1])
-        idx = block_topk_indices(flat.index_select(1, topk_rows), topk, block_size)
-    p = torch.softmax(logits, dim=-1).to(v.dtype)
+        if topk_rows.numel() != flat.shape[1]:
+            flat = flat.index_select(1, topk_rows)
+        idx = block_topk_indices(flat, topk, block_size)
+    p = torch.softmax(logits, dim=-1)
+    if p.dtype != v.dtype:
+        p = p.to(v.dtype)
     return torch.matmul(p, v), idx
 
 
@@ -371,9 +433,7 @@ def decode_step(
         if backend == "kernels":
             raise ValueError("valid (padding) masks are supported by the gather backend only")
     scale = d**-0.5 if scale is None else float(scale)
-    bias = None
-    if valid is not None and not bool(valid.all()):
-        bias = torch.zeros(b, t, device=q.device).masked_fill(~valid, float("-inf"))
+    bias = padding_bias(valid, q.device)
 
     new_idx = out_indices
     if new_idx is None:
@@ -383,37 +443,78 @@ def decode_step(
             new_idx = torch.zeros(b, hq, topk, dtype=torch.long, device=q.device)
     elif new_idx.shape != (b, hq, topk):
         raise ValueError(f"out_indices must be [B, HQ, topk]={[b, hq, topk]}")
+    out = run_plan(
+        plan, q, k_cache, v_cache, indices, new_idx, topk, scale, bias, block_size, backend
+    )
+    return out, new_idx
 
-    if backend == "gather" and plan.all_retrieval:
-        # every head dense: one batched call over the KV groups, cache read in place
-        g = hq // plan.num_kv_heads
-        kh, vh = k_cache.transpose(1, 2), v_cache.transpose(1, 2)  # [B, HKV, T, D] views
-        rows = plan.pub_heads_t if plan.publishes else None
-        o, top = _dense_group(
-            q.reshape(b, plan.num_kv_heads, g, d), kh, vh, scale, bias, rows, topk, block_size
-        )
-        if top is not None and new_idx is not None:
-            new_idx.index_copy_(1, plan.pub_heads_t, top.to(torch.long))
-        return o.reshape(b, hq, -1).to(q.dtype), new_idx
 
+def padding_bias(valid: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
+    """Additive logit bias ``[B, T]`` (0 or -inf) for a ``valid`` mask, None when nothing
+    is masked."""
+    if valid is None or bool(valid.all()):
+        return None
+    return torch.zeros(valid.shape, device=device).masked_fill(~valid, float("-inf"))
+
+
+def run_plan(
+    plan: HeadPlan,
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    indices: torch.Tensor | None,
+    new_idx: torch.Tensor | None,
+    topk: int,
+    scale: float,
+    bias: torch.Tensor | None,
+    block_size: int,
+    backend: str,
+) -> torch.Tensor:
+    """The decode step of [decode_step][lc_attention.lychee.attention.decode_step] without
+    its checks, for callers that guarantee them (the Hugging Face integration runs it 30
+    times per token): ``backend`` is ``"gather"`` or ``"kernels"``, ``scale`` a float,
+    ``bias`` from [padding_bias][lc_attention.lychee.attention.padding_bias], ``new_idx``
+    the ``[B, HQ, topk]`` tensor that receives the published rows (None: nothing to
+    publish). Returns ``out [B, HQ, D]``.
+    """
+    b, hq, d = q.shape
+    if backend == "gather":
+        qs = q * scale  # scaled once for all heads (the same values as per head)
+        if plan.all_retrieval:
+            # every head dense: one batched call over the KV groups, cache read in place
+            g = hq // plan.num_kv_heads
+            kh, vh = k_cache.transpose(1, 2), v_cache.transpose(1, 2)  # [B, HKV, T, D] views
+            rows = plan.pub_heads_t if plan.publishes else None
+            o, top = _dense_group(
+                qs.view(b, plan.num_kv_heads, g, d), kh, vh, bias, rows, topk, block_size
+            )
+            if top is not None and new_idx is not None:
+                new_idx.index_copy_(1, plan.pub_heads_t, top)
+            o = o.reshape(b, hq, -1)
+            return o if o.dtype == q.dtype else o.to(q.dtype)
     out = q.new_empty(b, hq, v_cache.shape[-1])
     # retrieval heads: one call per KV head, on that head's [B, T, D] slice of the cache
     for grp in plan.groups:
         kj, vj = k_cache[:, :, grp.kv], v_cache[:, :, grp.kv]  # [B, T, D]
-        qj = q.index_select(1, grp.heads_t)
         idx: torch.Tensor | None
         if backend == "kernels":
             o, idx = _kernels.retrieval(
-                qj, kj.unsqueeze(2), vj.unsqueeze(2), topk, scale=scale, block_size=block_size
-            )
+                q.index_select(1, grp.heads_t), kj.unsqueeze(2), vj.unsqueeze(2), topk,
+                scale=scale, block_size=block_size,
+            )  # fmt: skip
             if grp.pub and idx is not None:
                 idx = idx.index_select(1, grp.pub_t)
         else:
+            span = grp.span
+            qj = qs[:, span[0] : span[1]] if span else qs.index_select(1, grp.heads_t)
             rows = grp.pub_t if grp.pub else None
-            o, idx = _dense_group(qj, kj, vj, scale, bias, rows, topk, block_size)
-        out.index_copy_(1, grp.heads_t, o.to(out.dtype))
+            o, idx = _dense_group(qj, kj, vj, bias, rows, topk, block_size)
+        if grp.span is not None:
+            out[:, grp.span[0] : grp.span[1]] = o
+        else:
+            out.index_copy_(1, grp.heads_t, o if o.dtype == out.dtype else o.to(out.dtype))
         if grp.pub and idx is not None and new_idx is not None:
-            new_idx.index_copy_(1, grp.pub_heads_t, idx.to(torch.long))
+            new_idx.index_copy_(1, grp.pub_heads_t, idx)
     if plan.sparse:
         assert indices is not None
         if backend == "kernels":
@@ -423,13 +524,13 @@ def decode_step(
             o = o.index_select(1, plan.sparse_t)
         else:
             o = _sparse_gather(
-                q.index_select(1, plan.sparse_t),
+                qs.index_select(1, plan.sparse_t),
                 k_cache,
                 v_cache,
                 indices.index_select(1, plan.sparse_t),
                 plan.sparse_kv_t,
-                scale,
                 bias,
+                plan.memo,
             )
-        out.index_copy_(1, plan.sparse_t, o.to(out.dtype))
-    return out, new_idx
+        out.index_copy_(1, plan.sparse_t, o if o.dtype == out.dtype else o.to(out.dtype))
+    return out

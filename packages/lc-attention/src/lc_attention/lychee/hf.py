@@ -29,7 +29,8 @@ from typing import Any
 import torch
 
 from lc_attention.hf import SUPPORTED_MODEL_TYPES, _attention_modules, is_dssa_enabled
-from lc_attention.lychee.attention import HeadPlan, decode_step, head_plan
+from lc_attention.lychee import _kernels
+from lc_attention.lychee.attention import HeadPlan, head_plan, padding_bias, run_plan
 from lc_attention.lychee.config import LycheeConfig
 from lc_attention.lychee.roles import RoleMap, model_fingerprint
 
@@ -50,6 +51,11 @@ class _Shared:
     """Decode steps that ran hybrid attention (counted at the first hybrid layer)."""
     dense: bool = False
     """Run every step densely (set during a cache-correction pass)."""
+    mask: torch.Tensor | None = None
+    """The attention mask the padding bias below was built from (one per forward pass,
+    shared by its layers)."""
+    bias: torch.Tensor | None = None
+    """``[B, T]`` additive padding bias of ``mask`` (None: no padding)."""
 
 
 @dataclass
@@ -139,33 +145,42 @@ def lychee_hf_attention(
             scaling=scaling,
             **kwargs,
         )
-    valid = None
+    shared = plan.shared
+    b, hq, _, d = query.shape
+    t = key.shape[2]
+    bias = None
     if attention_mask is not None:
-        if attention_mask.dtype != torch.bool:
-            raise ValueError(f"expected a boolean attention mask, got {attention_mask.dtype}")
-        valid = attention_mask[:, 0, -1, :].expand(key.shape[0], key.shape[2])
+        if attention_mask is not shared.mask:  # built once per forward pass
+            if attention_mask.dtype != torch.bool:
+                raise ValueError(f"expected a boolean attention mask, got {attention_mask.dtype}")
+            valid = attention_mask[:, 0, -1, :].expand(b, t)
+            shared.mask, shared.bias = attention_mask, padding_bias(valid, query.device)
+        bias = shared.bias
     topk = plan.config.topk
     if plan.first:
-        shape = (query.shape[0], query.shape[1], topk)
-        buf = plan.shared.indices
+        shape = (b, hq, topk)
+        buf = shared.indices
         if buf is None or buf.shape != shape or buf.device != query.device:
-            plan.shared.indices = torch.zeros(shape, dtype=torch.long, device=query.device)
-        plan.shared.steps += 1
+            shared.indices = torch.zeros(shape, dtype=torch.long, device=query.device)
+        shared.steps += 1
     backend = plan.config.backend
-    if valid is not None and backend == "auto":
-        backend = "gather"
-    out, _ = decode_step(
+    if backend == "auto":
+        cuda = query.is_cuda and bias is None and _kernels.kernels_available()
+        backend = "kernels" if cuda else "gather"
+    elif backend == "kernels" and bias is not None:
+        raise ValueError("valid (padding) masks are supported by the gather backend only")
+    out = run_plan(
         plan.heads,
         query[:, :, 0],
         key.transpose(1, 2),
         value.transpose(1, 2),
-        indices=plan.shared.indices,
-        topk=topk,
-        scale=scaling,
-        valid=valid,
-        block_size=plan.config.block_size,
-        backend=backend,
-        out_indices=plan.shared.indices,
+        shared.indices,
+        shared.indices if plan.heads.publishes else None,
+        topk,
+        d**-0.5 if scaling is None else float(scaling),
+        bias,
+        plan.config.block_size,
+        backend,
     )
     return out.unsqueeze(1), None
 
@@ -303,11 +318,11 @@ def enable_lychee(
     publish = _publish_plan(roles, hybrid)
     shared = _Shared()
     register()
+    num_kv = int(model_fingerprint(model)["num_kv_heads"])
     for layer, m in enumerate(mods):
         if not hybrid[layer]:
             continue
         dev = next(m.parameters()).device
-        num_kv = int(model_fingerprint(model)["num_kv_heads"])
         setattr(
             m,
             _ATTR,
