@@ -5,7 +5,10 @@ values of the model's shape ([1, 3, T, 64] per layer, float32) at T = 8K, 16K, 3
 the real weights and RoPE positions T (latency does not depend on the cache values).
 All modes run in the same process, on the same kind of cache, interleaved step by step
 (mode A, mode B, ... then again), and each reports the best of ``--reps`` repetitions of
-``--steps`` consecutive greedy decode steps (the cache grows, then is cropped back).
+``--steps`` consecutive greedy decode steps (the cache grows, then is cropped back). On
+the CPU with one thread the primary clock is the process CPU time (other jobs on a shared
+machine do not count), with thread CPU time and wall clock kept beside it; switching the
+model between modes (``enable_lychee`` / ``disable_lychee``) is outside the timed part.
 With ``--device cuda`` (bf16) the model is SmolLM2-135M's architecture with random
 weights (latency does not depend on the weight values; the role map keeps its learned
 pattern), times are wall clock after a device synchronize, and the decode path uses the
@@ -63,28 +66,49 @@ def _fill(cache, kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         cache.update(k, v, layer)
 
 
+class _Clock:
+    """Accumulates wall-clock, thread CPU and process CPU seconds over ``with`` blocks."""
+
+    def __init__(self) -> None:
+        self.wall = self.thread = self.process = 0.0
+
+    def __enter__(self) -> _Clock:
+        _sync()
+        self._t0 = (time.perf_counter(), time.thread_time(), time.process_time())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _sync()
+        w, t, p = self._t0
+        self.wall += time.perf_counter() - w
+        self.thread += time.thread_time() - t
+        self.process += time.process_time() - p
+
+
+CLOCKS = ("wall", "thread", "process")
+
+
 def _interleaved(
-    fns: dict[str, Callable[[], None]], reps: int
-) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    fns: dict[str, Callable[[_Clock], None]], reps: int
+) -> dict[str, dict[str, list[float]]]:
     """Run each function once (warm-up), then ``reps`` rounds of all, interleaved.
 
-    Returns ``(wall, cpu)`` seconds per run: wall clock, and the CPU time of the calling
-    thread (with one torch thread all compute runs there, so time the scheduler gives to
-    other processes on a shared machine is not counted).
+    Each function times its own hot part with the clock it is given (so switching the
+    model between modes is not counted). Returns ``{clock: {name: seconds per run}}`` for
+    the clocks wall, thread (CPU time of the calling thread: with one torch thread all
+    compute runs there) and process (CPU time of every thread of the process); the CPU
+    clocks do not count time the scheduler gives to other processes on a shared machine.
     """
     for fn in fns.values():
-        fn()
-    wall: dict[str, list[float]] = {name: [] for name in fns}
-    cpu: dict[str, list[float]] = {name: [] for name in fns}
+        fn(_Clock())
+    out: dict[str, dict[str, list[float]]] = {c: {name: [] for name in fns} for c in CLOCKS}
     for _ in range(reps):
         for name, fn in fns.items():
-            _sync()
-            c0, t0 = time.thread_time(), time.perf_counter()
-            fn()
-            _sync()
-            wall[name].append(time.perf_counter() - t0)
-            cpu[name].append(time.thread_time() - c0)
-    return wall, cpu
+            clock = _Clock()
+            fn(clock)
+            for c in CLOCKS:
+                out[c][name].append(getattr(clock, c))
+    return out
 
 
 def _measure(model, rm: RoleMap, t: int, args) -> dict:
@@ -110,12 +134,12 @@ def _measure(model, rm: RoleMap, t: int, args) -> dict:
     everyone = RoleMap.from_model(model)
     tok = torch.tensor([[42]], device=dev)
 
-    def decode(cache, roles: RoleMap | None) -> Callable[[], None]:
-        def run() -> None:
+    def decode(cache, roles: RoleMap | None) -> Callable[[_Clock], None]:
+        def run(clock: _Clock) -> None:
             handle = enable_lychee(model, roles, topk=args.topk) if roles is not None else None
             try:
                 ids = tok
-                with torch.no_grad():
+                with torch.no_grad(), clock:
                     for _ in range(args.steps):
                         logits = model(ids, cache=cache, use_cache=True).logits
                         ids = logits[:, -1:].argmax(-1)
@@ -133,7 +157,7 @@ def _measure(model, rm: RoleMap, t: int, args) -> dict:
     }
     if dyn is not None:
         fns["full_dynamic"] = decode(dyn, None)
-    step_wall, step_cpu = _interleaved(fns, args.reps)
+    step_t = _interleaved(fns, args.reps)
 
     # attention alone: the 30 layers' attention over the preallocated cache
     roles = [list(r) for r in rm.retrieval]
@@ -145,21 +169,21 @@ def _measure(model, rm: RoleMap, t: int, args) -> dict:
     idx = torch.zeros(1, hq, args.topk, dtype=torch.long, device=dev)
     backend = "auto"  # the decode kernels on CUDA, batched PyTorch on CPU (as the model runs)
 
-    def att_sdpa() -> None:
-        with torch.no_grad():
+    def att_sdpa(clock: _Clock) -> None:
+        with torch.no_grad(), clock:
             for k, v in cache_kv:
                 F.scaled_dot_product_attention(q[:, :, None], k, v, enable_gqa=True)
 
-    def att_dense() -> None:
-        with torch.no_grad():
+    def att_dense(clock: _Clock) -> None:
+        with torch.no_grad(), clock:
             for k, v in cache_kv:
                 decode_step(
                     dense, q, k.transpose(1, 2), v.transpose(1, 2), indices=None, topk=1,
                     backend=backend,
                 )  # fmt: skip
 
-    def att_lychee() -> None:
-        with torch.no_grad():
+    def att_lychee(clock: _Clock) -> None:
+        with torch.no_grad(), clock:
             for plan, (k, v) in zip(plans, cache_kv, strict=True):
                 decode_step(
                     plan, q, k.transpose(1, 2), v.transpose(1, 2), indices=idx,
@@ -167,25 +191,31 @@ def _measure(model, rm: RoleMap, t: int, args) -> dict:
                     backend=backend,
                 )  # fmt: skip
 
-    att_wall, att_cpu = _interleaved(
+    att_t = _interleaved(
         {"full_sdpa": att_sdpa, "full_dense": att_dense, "lychee": att_lychee}, args.reps
     )
-    # primary numbers: thread CPU time with one thread (robust to other jobs), else wall
-    one_thread = args.threads == 1 and not CUDA
-    step_main, att_main = (step_cpu, att_cpu) if one_thread else (step_wall, att_wall)
+    # primary numbers: process CPU time with one thread (robust to other jobs), else wall
+    main_clock = "process" if args.threads == 1 and not CUDA else "wall"
     row: dict = {"length": t}
-    for name in step_wall:
-        row[f"step_s_{name}"] = min(step_main[name]) / args.steps
-        row[f"step_s_{name}_wall"] = min(step_wall[name]) / args.steps
-        row[f"step_s_{name}_wall_median"] = statistics.median(step_wall[name]) / args.steps
-    for name in att_wall:
-        row[f"attention_s_{name}"] = min(att_main[name])
-        row[f"attention_s_{name}_wall"] = min(att_wall[name])
-    best_full = min(row["step_s_full_sdpa"], row["step_s_full_dense"])
-    row["step_speedup"] = best_full / row["step_s_lychee"]
-    row["step_speedup_vs_sdpa"] = row["step_s_full_sdpa"] / row["step_s_lychee"]
-    best_att = min(row["attention_s_full_sdpa"], row["attention_s_full_dense"])
-    row["attention_speedup"] = best_att / row["attention_s_lychee"]
+    for name in step_t["wall"]:
+        row[f"step_s_{name}"] = min(step_t[main_clock][name]) / args.steps
+        for c in CLOCKS:
+            row[f"step_s_{name}_{c}"] = min(step_t[c][name]) / args.steps
+        row[f"step_s_{name}_wall_median"] = statistics.median(step_t["wall"][name]) / args.steps
+    for name in att_t["wall"]:
+        row[f"attention_s_{name}"] = min(att_t[main_clock][name])
+        for c in CLOCKS:
+            row[f"attention_s_{name}_{c}"] = min(att_t[c][name])
+    for suffix in ("", *(f"_{c}" for c in CLOCKS)):
+        best_full = min(row[f"step_s_full_sdpa{suffix}"], row[f"step_s_full_dense{suffix}"])
+        row[f"step_speedup{suffix}"] = best_full / row[f"step_s_lychee{suffix}"]
+        row[f"step_speedup_vs_sdpa{suffix}"] = (
+            row[f"step_s_full_sdpa{suffix}"] / row[f"step_s_lychee{suffix}"]
+        )
+        best_att = min(
+            row[f"attention_s_full_sdpa{suffix}"], row[f"attention_s_full_dense{suffix}"]
+        )
+        row[f"attention_speedup{suffix}"] = best_att / row[f"attention_s_lychee{suffix}"]
     return row
 
 
@@ -281,7 +311,9 @@ def main() -> None:
         "timing": (
             "best of reps, per decode step; modes interleaved in one process; "
             + (
-                "step_s_* / attention_s_* are thread CPU time (1 torch thread), *_wall wall clock"
+                "step_s_* / attention_s_* are process CPU time (1 torch thread), the same as "
+                "*_process; *_thread CPU time of the compute thread, *_wall wall clock; "
+                "switching the model between modes is not timed"
                 if args.threads == 1 and not CUDA
                 else "wall clock" + (" after a device synchronize" if CUDA else "")
             )

@@ -7,7 +7,7 @@ import torch
 
 from lc_attention.lychee import LycheeConfig, RoleMap, block_topk_indices, hybrid_decode_attention
 from lc_attention.lychee._kernels import kernels_available
-from lc_attention.lychee.attention import decode_step, head_plan
+from lc_attention.lychee.attention import decode_step, head_plan, padding_bias
 from lc_attention.lychee.hf import _publish_plan
 
 torch.set_num_threads(1)
@@ -234,3 +234,80 @@ def test_role_map_roundtrip_and_validation(tmp_path) -> None:
     bad["retrieval"][1][0] = 2
     with pytest.raises(ValueError, match="0 or 1"):
         RoleMap.from_dict(bad)
+
+
+def _prealloc(x: torch.Tensor, extra: int) -> torch.Tensor:
+    """``x [B, T, HKV, D]`` as a length view of a larger ``[B, HKV, T + extra, D]`` buffer."""
+    buf = torch.zeros(B, HKV, T + extra, D, dtype=x.dtype)
+    buf[:, :, :T] = x.transpose(1, 2)
+    return buf[:, :, :T].transpose(1, 2)
+
+
+def test_one_plan_serves_caches_whose_strides_change() -> None:
+    """A plan reused across steps keeps row offsets per cache geometry: a grown buffer
+    (new row stride), a contiguous cache (fallback) and keys and values of different
+    strides (one gather each) all give the reference."""
+    q, k, v = _qkv(9)
+    retrieval = [True, False, False, False, True, False]
+    plan = head_plan(retrieval, [False] * HQ, HQ, HKV)
+    g = torch.Generator().manual_seed(3)
+    given = torch.stack([torch.randperm(T, generator=g)[:6] for _ in range(B * HQ)]).view(B, HQ, 6)
+    keep = torch.zeros(B, HQ, T, dtype=torch.bool).scatter_(-1, given, True)
+    sparse = ~torch.tensor(retrieval)
+    want = _attend(q, k, v, keep)
+    layouts = [
+        (_prealloc(k, 9), _prealloc(v, 9)),
+        (_prealloc(k, 9), _prealloc(v, 9)),  # same geometry: offsets reused
+        (_prealloc(k, 30), _prealloc(v, 30)),  # the buffer grew: new row stride
+        (k.contiguous(), v.contiguous()),  # rows of a head not evenly spaced: fallback
+        (k.contiguous(), _prealloc(v, 4)),  # keys and values laid out differently
+    ]
+    for kc, vc in layouts:
+        out, _ = decode_step(plan, q, kc, vc, indices=given, topk=6)
+        _close(out[:, sparse], want[:, sparse])
+        _close(out[:, ~sparse], _attend(q, k, v)[:, ~sparse])
+    assert len(plan.memo) == 2  # one entry per geometry that had a shared row index
+
+
+def test_published_subset_of_a_kv_group_is_the_exact_topk() -> None:
+    """Groups whose heads are consecutive (sliced) or not (indexed), publishing all or
+    some of their heads, publish exactly the top-k of their own logits."""
+    q, k, v = _qkv(10)
+    retrieval = [True, True, True, True, False, True]  # group 0: 0-2, group 1: 3 and 5
+    publish = [True, False, True, False, False, True]
+    given = torch.zeros(B, HQ, 5, dtype=torch.long)
+    out, idx = hybrid_decode_attention(
+        q, k, v, retrieval=retrieval, indices=given, topk=5, publish=publish
+    )
+    logits = torch.einsum("bhd,bthd->bht", q, k.repeat_interleave(3, dim=2))
+    want = logits.topk(5, dim=-1).indices.sort(-1).values
+    for h in range(HQ):
+        if publish[h]:
+            assert torch.equal(idx[:, h].sort(-1).values, want[:, h])
+        else:
+            assert torch.equal(idx[:, h], given[:, h])
+    full = _attend(q, k, v)
+    ret = torch.tensor(retrieval)
+    _close(out[:, ret], full[:, ret])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_block_topk_with_masked_positions_and_low_precision(dtype: torch.dtype) -> None:
+    g = torch.Generator().manual_seed(11)
+    s = torch.randn(2, 3, 999, generator=g).to(dtype)
+    s[0, 0, :200] = float("-inf")  # left padding
+    got = block_topk_indices(s, 9, 16)
+    want = torch.topk(s, 9, dim=-1).indices
+    # equal selected values (half precision has ties, where either position is a top-k)
+    assert torch.equal(s.gather(-1, got).sort(-1).values, s.gather(-1, want).sort(-1).values)
+    assert (got[0, 0] >= 200).all()
+
+
+def test_padding_bias_is_none_without_padding() -> None:
+    assert padding_bias(None, torch.device("cpu")) is None
+    assert padding_bias(torch.ones(2, 5, dtype=torch.bool), torch.device("cpu")) is None
+    valid = torch.tensor([[False, True, True], [True, True, True]])
+    bias = padding_bias(valid, torch.device("cpu"))
+    assert bias is not None
+    assert torch.equal(bias.isinf(), ~valid)
+    assert float(bias[valid].abs().max()) == 0.0

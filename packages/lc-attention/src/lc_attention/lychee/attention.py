@@ -61,11 +61,6 @@ class _Group:
     pub_heads_t: torch.Tensor
     span: tuple[int, int] | None = None
 
-    @property
-    def pub_all(self) -> bool:
-        """Every head of the group publishes (the top-k reads the logits as they are)."""
-        return len(self.pub) == len(self.heads)
-
 
 @dataclass(frozen=True)
 class HeadPlan:
