@@ -12,8 +12,13 @@ from __future__ import annotations
 from lc_attention.dssa.attention import dense_attention, dssa_attention
 from lc_attention.dssa.cache import CompressedKeyCache
 from lc_attention.dssa.config import DSSAConfig
-from lc_attention.dssa.selection import block_scores, compress_keys, select_blocks
-from lc_attention.dssa.sparse import tiled_selected_attention
+from lc_attention.dssa.selection import (
+    block_scores,
+    compress_keys,
+    select_blocks,
+    select_group_blocks,
+)
+from lc_attention.dssa.sparse import grouped_selected_attention, tiled_selected_attention
 
 __all__ = [
     "CompressedKeyCache",
@@ -22,6 +27,8 @@ __all__ = [
     "compress_keys",
     "dense_attention",
     "dssa_attention",
+    "grouped_selected_attention",
     "select_blocks",
+    "select_group_blocks",
     "tiled_selected_attention",
 ]

@@ -9,8 +9,8 @@ import torch.nn.functional as F
 
 from lc_attention.dssa.cache import CompressedKeyCache
 from lc_attention.dssa.config import DSSAConfig
-from lc_attention.dssa.selection import compress_keys, select_blocks
-from lc_attention.dssa.sparse import tiled_selected_attention
+from lc_attention.dssa.selection import compress_keys, query_groups, select_group_blocks
+from lc_attention.dssa.sparse import grouped_selected_attention, tiled_selected_attention
 from lc_kernels import selected_attention
 
 
@@ -201,12 +201,22 @@ def dssa_attention(
     sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     if s < config.dense_len:
         return dense_attention(query, key, value, sc, attention_mask)
+    if cache is not None and t == s:
+        cache.reset()  # a prefill without past keys starts a new sequence
     k_cmp = cache.update(key, config) if cache is not None else compress_keys(key, config)
-    positions = torch.arange(s - t, s, device=query.device)
-    idx = select_blocks(query, k_cmp, positions, s, config, sc)  # [B, T, H_kv, K]
+    start = s - t
+    qb = config.query_block
+    idx = select_group_blocks(query, k_cmp, start, s, config, sc)  # [B, NG, H_kv, K]
     allowed_pad = _bool_mask(attention_mask)
     use_triton = config.backend == "triton" or (config.backend == "auto" and query.is_cuda)
-    if t == s and allowed_pad is None and use_triton:
+    kernel = t == s and allowed_pad is None and use_triton
+    shared = qb > 1 and allowed_pad is None and config.local_blocks >= 1
+    if shared and t > GATHER_MAX_QUERIES and not kernel:
+        return grouped_selected_attention(query, key, value, idx, start, config.block_size, sc, qb)
+    if qb > 1:  # one row per query
+        idx = idx.index_select(1, query_groups(start, qb, t)[0].to(idx.device))
+    positions = torch.arange(start, s, device=query.device)
+    if kernel:
         return selected_attention(
             query.contiguous(),
             key.contiguous(),

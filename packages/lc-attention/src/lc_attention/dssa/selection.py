@@ -17,75 +17,107 @@ def compress_keys(key: torch.Tensor, config: DSSAConfig) -> torch.Tensor:
     return mean_pool_compress(key, config.kernel_size, config.stride)
 
 
+#: queries scored at a time on CPU: the logits of a chunk (``chunk * HQ * C`` floats)
+#: should stay in the core's cache; on other devices fewer, larger launches win
+CPU_CHUNK = 128
+DEVICE_CHUNK = 1024
+
+
+def _chunk_for(query: torch.Tensor, query_block: int) -> int:
+    base = CPU_CHUNK if query.device.type == "cpu" else DEVICE_CHUNK
+    return query_block * max(1, base // query_block)
+
+
+def _first_position(positions: torch.Tensor | int) -> int:
+    """Key position of the first query (``positions`` are consecutive)."""
+    return positions if isinstance(positions, int) else int(positions[0])
+
+
+def _segments(p_lo: int, p_hi: int, query_block: int) -> list[tuple[int, int]]:
+    """Query index ranges, relative to ``p_lo``, of the groups met by ``[p_lo, p_hi]``."""
+    out, a = [], p_lo
+    while a <= p_hi:
+        e = min(p_hi + 1, (a // query_block + 1) * query_block)
+        out.append((a - p_lo, e - p_lo))
+        a = e
+    return out
+
+
 def _score_chunks(
     query: torch.Tensor,
     k_cmp: torch.Tensor,
-    positions: torch.Tensor,
+    start: int,
     kv_len: int,
     config: DSSAConfig,
     scale: float,
     chunk: int,
-    groups: torch.Tensor | None = None,
+    query_block: int = 1,
 ) -> Iterator[tuple[int, int, torch.Tensor]]:
-    """Yield ``(start, end, scores [B, end - start, H_kv, NB])`` for query chunks.
+    """Yield ``(lo, hi, scores [B, hi - lo, H_kv, NB])`` for chunks of queries.
 
-    Chunks are cut at positions that are multiples of ``chunk``. Each multiplies only
-    by the compressed keys its last query can see, masks only the spans that some of
-    its queries cannot see yet, and works in buffers reused across chunks (large fresh
-    allocations dominate on CPU). With ``groups`` (``[T]`` group index of each query,
-    groups aligned to ``chunk``) the group-summed scores of the queries of each group
-    are summed before the max-pooling, and ``start, end`` index groups.
+    Query ``t`` sits at key position ``start + t``. Queries form position-aligned groups
+    of ``query_block`` (group ``i`` holds positions ``[(start // query_block + i) *
+    query_block, ...)``); ``lo, hi`` index groups, and a group's score is the sum over its
+    queries and over the query heads of each KV head of the compressed-key softmax,
+    max-pooled onto blocks. With ``query_block = 1`` a group is one query.
+
+    Chunks are cut at positions that are multiples of ``chunk`` (itself a multiple of
+    ``query_block``). Each chunk multiplies only by the compressed keys its last query
+    can see, masks only the spans some of its queries cannot see yet, takes the softmax
+    in place and sums the rows of each group in one reduction (rows are ordered query
+    by query, heads inside, so a group's rows are contiguous). Every bound is computed
+    from Python integers: nothing is read back from the device.
     """
     b, t, hq, d = query.shape
     c, hkv = k_cmp.shape[1], k_cmp.shape[2]
     g = hq // hkv
     bs, st, ks = config.block_size, config.stride, config.kernel_size
+    qb = query_block
+    dev = query.device
     nb = -(-kv_len // bs)
     r = bs // st
     pad_left = -(-ks // st) - 1  # compressed tokens before block j*r that still overlap it
     width = pad_left + nb * r  # >= pad_left + C: a span ending before S starts in a block
-    ends = torch.arange(c, device=query.device) * st + ks - 1
+    ends = torch.arange(c, device=dev) * st + ks - 1
     kf = (k_cmp.float() * scale).permute(0, 2, 3, 1).contiguous()  # [B, H_kv, D, C]
-    pos = positions.to(query.device).long()
     m = min(chunk, t)
-    logits = torch.empty(b * hkv * g * m * max(c, 1), device=query.device)
-    probs = torch.empty_like(logits)
-    pooled = torch.zeros(b, hkv, m, width, device=query.device)
+    logits = torch.empty(b * hkv * m * g * max(c, 1), device=dev)
+    pooled = torch.zeros(b, hkv, -(-m // qb) + 1, width, device=dev)
+    g0 = start // qb
     filled = 0
-    first = (-int(pos[0])) % chunk or chunk
+    first = (-start) % chunk or chunk
     cuts = [0, *range(first, t, chunk), t]
     for a, e in itertools.pairwise(cuts):
         n = e - a
-        p_lo, p_hi = int(pos[a:e].min()), int(pos[a:e].max())
+        p_lo, p_hi = start + a, start + e - 1
+        lo, hi = p_lo // qb - g0, p_hi // qb - g0 + 1
+        rows = hi - lo
         cv = min(c, max(0, (p_hi - ks + 1) // st + 1))  # spans visible to the last query
-        rows, lo, hi = n, a, e
-        if groups is not None:
-            lo, hi = int(groups[a]), int(groups[e - 1]) + 1
-            rows = hi - lo
         if cv == 0:
-            yield lo, hi, torch.zeros(b, rows, hkv, nb, device=query.device)
+            yield lo, hi, torch.zeros(b, rows, hkv, nb, device=dev)
             continue
         c_all = min(cv, max(0, (p_lo - ks + 1) // st + 1))  # spans every query sees
-        qf = query[:, a:e].float()
-        qf = qf.view(b, n, hkv, g, d).permute(0, 2, 3, 1, 4).reshape(b, hkv, g * n, d)
-        sc = logits[: b * hkv * g * n * cv].view(b, hkv, g * n, cv)
+        qf = query[:, a:e].float().view(b, n, hkv, g, d).transpose(1, 2).reshape(b, hkv, n * g, d)
+        sc = logits[: b * hkv * n * g * cv].view(b, hkv, n * g, cv)
         torch.matmul(qf, kf[..., :cv], out=sc)
-        sc = sc.view(b, hkv, g, n, cv)
         if c_all < cv:
-            hidden = ends[None, c_all:cv] > pos[a:e, None]  # [n, cv - c_all]
-            sc[..., c_all:cv].masked_fill_(hidden, float("-inf"))
-        pr = probs[: sc.numel()].view(sc.shape)
-        torch.ops.aten._softmax.out(sc, -1, False, out=pr)
+            qpos = torch.arange(p_lo, p_hi + 1, device=dev)
+            hidden = ends[None, c_all:cv] > qpos[:, None]  # [n, cv - c_all]
+            sc.view(b, hkv, n, g, cv)[..., c_all:cv].masked_fill_(hidden[:, None], float("-inf"))
+        torch.ops.aten._softmax.out(sc, -1, False, out=sc)  # row by row: safe in place
         if p_lo < ks - 1:  # queries that see no compressed key yet: 0, not NaN
-            pr.nan_to_num_(nan=0.0)
+            sc.nan_to_num_(nan=0.0)
         view = pooled[:, :, :rows]
         if filled > cv:  # a chunk seeing fewer spans than the last one: clear the rest
             view[..., pad_left + cv :].zero_()
         dst = view[..., pad_left : pad_left + cv]
-        if groups is None:
-            torch.sum(pr, 2, out=dst)  # summed over the query heads of the group
-        else:
-            dst.zero_().index_add_(2, groups[a:e] - lo, pr.sum(2))
+        if qb == 1:
+            dst.copy_(sc.view(b, hkv, n, g, cv).sum(3))  # summed over the group's heads
+        elif n == rows * qb:  # whole groups: one reduction over each group's rows
+            dst.copy_(sc.view(b, hkv, rows, qb * g, cv).sum(3))
+        else:  # a group cut by the ends of the queries
+            for j, (i0, i1) in enumerate(_segments(p_lo, p_hi, qb)):
+                torch.sum(sc[:, :, i0 * g : i1 * g], 2, out=dst[:, :, j])
         filled = cv
         win = view.unfold(-1, r + pad_left, r)  # [B, H_kv, rows, NB, r + pad_left]
         yield lo, hi, win.amax(-1).permute(0, 2, 1, 3)
@@ -95,11 +127,11 @@ def _score_chunks(
 def block_scores(
     query: torch.Tensor,
     k_cmp: torch.Tensor,
-    positions: torch.Tensor,
+    positions: torch.Tensor | int,
     kv_len: int,
     config: DSSAConfig,
     scale: float,
-    chunk: int = 512,
+    chunk: int = CPU_CHUNK,
 ) -> torch.Tensor:
     """Importance of every key block for every query, shared by a GQA group.
 
@@ -112,7 +144,8 @@ def block_scores(
     Args:
         query: ``[B, T, HQ, D]`` queries.
         k_cmp: ``[B, C, H_kv, D]`` compressed keys.
-        positions: ``[T]`` int64 key positions of the queries.
+        positions: ``[T]`` consecutive int64 key positions of the queries, or the first
+            of them as an int (a tensor's first entry is read once).
         kv_len: number of keys S.
         config: DSSA config (kernel, stride, block size).
         scale: softmax scale.
@@ -124,38 +157,84 @@ def block_scores(
     b, t = query.shape[:2]
     nb = -(-kv_len // config.block_size)
     out = torch.zeros(b, t, k_cmp.shape[2], nb, device=query.device, dtype=torch.float32)
-    for a, e, sc in _score_chunks(query, k_cmp, positions, kv_len, config, scale, chunk):
+    start = _first_position(positions)
+    for a, e, sc in _score_chunks(query, k_cmp, start, kv_len, config, scale, chunk):
         out[:, a:e] = sc
     return out
 
 
-def query_groups(positions: torch.Tensor, query_block: int) -> tuple[torch.Tensor, torch.Tensor]:
+def query_groups(
+    positions: torch.Tensor | int, query_block: int, t: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Position-aligned query groups that share one selection.
 
     Args:
-        positions: ``[T]`` increasing, consecutive key positions of the queries.
+        positions: ``[T]`` increasing, consecutive key positions of the queries, or the
+            first of them as an int (then ``t`` gives ``T``).
         query_block: positions per group (groups are ``[m * query_block, (m + 1) *
             query_block)``; a group cut by the ends of ``positions`` keeps the queries
             present).
+        t: number of queries when ``positions`` is an int.
 
     Returns:
         ``(group [T] int64 group index of each query, last [NG] int64 largest position
-        in each group)``.
+        in each group)``, computed without reading device values.
     """
-    pos = positions.long()
-    gid = pos // query_block
-    gid = gid - gid[0]
-    ng = int(gid[-1]) + 1
-    last = torch.full((ng,), -1, dtype=torch.long, device=pos.device)
-    last.scatter_reduce_(0, gid, pos, reduce="amax")
+    if isinstance(positions, int):
+        if t is None:
+            raise ValueError("query_groups: give t when positions is an int")
+        start, dev = positions, None
+    else:
+        start, t, dev = _first_position(positions), positions.shape[0], positions.device
+    g0 = start // query_block
+    ng = (start + t - 1) // query_block - g0 + 1
+    gid = torch.arange(start, start + t, device=dev) // query_block - g0
+    last = ((torch.arange(ng, device=dev) + g0 + 1) * query_block - 1).clamp_max_(start + t - 1)
     return gid, last
+
+
+@torch.no_grad()
+def select_group_blocks(
+    query: torch.Tensor,
+    k_cmp: torch.Tensor,
+    start: int,
+    kv_len: int,
+    config: DSSAConfig,
+    scale: float,
+) -> torch.Tensor:
+    """Block ids of each position-aligned query group (``config.query_block``).
+
+    Like [select_blocks][lc_attention.dssa.selection.select_blocks] but one row per
+    group of ``query_block`` positions (one per query when it is 1), with the first
+    query at key position ``start``; nothing is read back from the device.
+
+    Returns:
+        ``[B, NG, H_kv, topk]`` int32 block ids, ``-1`` in slots that cannot be filled;
+        ``NG = (start + T - 1) // query_block - start // query_block + 1``.
+    """
+    args = (config.block_size, config.topk, config.init_blocks, config.local_blocks)
+    qb = config.query_block
+    t = query.shape[1]
+    chunk = _chunk_for(query, qb)
+    chunks = _score_chunks(query, k_cmp, start, kv_len, config, scale, chunk, qb)
+    _, last = query_groups(start, qb, t)
+    last = last.to(query.device)
+    if qb == 1:  # one row per query: top-k chunk by chunk bounds the memory
+        parts = [topk_blocks_from_scores(sc, *args, last[a:e]) for a, e, sc in chunks]
+        return torch.cat(parts, 1)
+    b, ng = query.shape[0], last.shape[0]
+    nb = -(-kv_len // config.block_size)
+    scores = torch.empty(b, ng, k_cmp.shape[2], nb, device=query.device)
+    for a, e, sc in chunks:
+        scores[:, a:e] = sc
+    return topk_blocks_from_scores(scores, *args, last)
 
 
 @torch.no_grad()
 def select_blocks(
     query: torch.Tensor,
     k_cmp: torch.Tensor,
-    positions: torch.Tensor,
+    positions: torch.Tensor | int,
     kv_len: int,
     config: DSSAConfig,
     scale: float,
@@ -172,7 +251,8 @@ def select_blocks(
     Args:
         query: ``[B, T, HQ, D]`` queries.
         k_cmp: ``[B, C, H_kv, D]`` compressed keys of the ``kv_len`` keys.
-        positions: ``[T]`` key positions of the queries (consecutive).
+        positions: ``[T]`` key positions of the queries (consecutive), or the first of
+            them as an int (a tensor's first entry is read once).
         kv_len: number of keys S.
         config: DSSA config.
         scale: softmax scale.
@@ -189,16 +269,12 @@ def select_blocks(
         >>> idx.shape, int(idx.max())
         (torch.Size([1, 4, 2, 16]), 31)
     """
-    args = (config.block_size, config.topk, config.init_blocks, config.local_blocks)
+    start = _first_position(positions)
+    idx = select_group_blocks(query, k_cmp, start, kv_len, config, scale)
     if config.query_block == 1:
-        chunks = _score_chunks(query, k_cmp, positions, kv_len, config, scale, 512)
-        parts = [topk_blocks_from_scores(sc, *args, positions[a:e]) for a, e, sc in chunks]
-        return torch.cat(parts, 1)
-    gid, last = query_groups(positions, config.query_block)
-    chunk = config.query_block * max(1, 512 // config.query_block)
-    chunks = _score_chunks(query, k_cmp, positions, kv_len, config, scale, chunk, gid)
-    parts = [topk_blocks_from_scores(sc, *args, last[a:e]) for a, e, sc in chunks]
-    return torch.cat(parts, 1)[:, gid]
+        return idx
+    gid, _ = query_groups(start, config.query_block, query.shape[1])
+    return idx.index_select(1, gid.to(idx.device))
 
 
 def num_compressed_keys(kv_len: int, config: DSSAConfig) -> int:

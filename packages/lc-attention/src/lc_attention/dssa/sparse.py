@@ -11,6 +11,8 @@ is exactly the ``topk`` selected blocks.
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 import torch.nn.functional as F
 
@@ -82,7 +84,9 @@ def tiled_selected_attention(
     qt = q.view(b, n_tiles, tile, hkv, g, d).permute(0, 1, 3, 4, 2, 5)  # [B,nT,H,G,tile,D]
     out = q.new_empty(b, n_tiles, hkv, g, tile, d)
     offs = torch.arange(block_size, device=dev)
-    per_tile = max(1, int(counts.max())) * block_size * tile * hkv * b
+    # the union sizes set the gather shapes: read once per call (the only host read)
+    tile_union = counts.amax((0, 2)).tolist()
+    per_tile = max(1, *tile_union) * block_size * tile * hkv * b
     per_chunk = max(1, _CHUNK_ELEMS // per_tile)
     row0 = (
         torch.arange(b, device=dev).view(b, 1, 1, 1) * hkv
@@ -92,7 +96,7 @@ def tiled_selected_attention(
     for a in range(0, n_tiles, per_chunk):
         e = min(n_tiles, a + per_chunk)
         n = e - a
-        u = max(1, int(counts[:, a:e].max()))
+        u = max(1, *tile_union[a:e])
         # union block ids first (ascending), then filler blocks that stay masked
         not_in = (~union[:, a:e]).to(torch.uint8)
         order = torch.sort(not_in, dim=-1, stable=True).indices[..., :u]  # [B, n, H, u]
@@ -109,13 +113,14 @@ def tiled_selected_attention(
             rows = F.pad(allowed_pad[:, 0], (0, 0, 0, pad))[:, a * tile : e * tile]
             rows = rows.view(b, n, 1, tile, s).expand(-1, -1, hkv, -1, -1)
             visible &= torch.gather(rows, -1, tok.clamp_max(s - 1).expand_as(visible))
-            has = (visible.view(*mem.shape, block_size) & mem[..., None]).flatten(-2).any(-1)
-            full = bool(has.all())
+            has: torch.Tensor | None = (
+                (visible.view(*mem.shape, block_size) & mem[..., None]).flatten(-2).any(-1)
+            )
         else:
-            full = True  # a query always sees its selected blocks before its own position
+            has = None  # a query always sees its selected blocks before its own position
         block_bias = torch.where(mem, 0.0, neg)[..., None]  # [B, n, H_kv, tile, u, 1]
         bias = torch.where(visible.view(*mem.shape, block_size), block_bias, neg)
-        if not full:
+        if has is not None:
             bias.masked_fill_(~has[..., None, None], 0.0)  # keep empty rows finite
         o = F.scaled_dot_product_attention(
             qt[:, a:e].reshape(b * n * hkv, g, tile, d),
@@ -125,7 +130,130 @@ def tiled_selected_attention(
             scale=scale,
             enable_gqa=True,
         ).view(b, n, hkv, g, tile, d)
-        if not full:
+        if has is not None:
             o = o * has[:, :, :, None, :, None]
         out[:, a:e] = o
     return out.permute(0, 1, 4, 2, 3, 5).reshape(b, n_tiles * tile, hq, d)[:, :t]
+
+
+# gathered key and value entries (groups x heads x keys x head_dim) per chunk of groups
+_GROUP_CHUNK_ELEMS = 1 << 21
+
+
+def grouped_selected_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    idx: torch.Tensor,
+    start: int,
+    block_size: int,
+    scale: float,
+    group: int,
+) -> torch.Tensor:
+    """Causal attention of position-aligned query groups over their shared key blocks.
+
+    The CPU prefill path of ``DSSAConfig.query_block``: the queries at positions
+    ``[i * group, (i + 1) * group)`` share one selection, so each group gathers exactly
+    its ``K`` blocks (``index_select`` of whole blocks) and runs one SDPA over them. The
+    ids are sorted, so the group's own block, which holds its queries, comes last. Once
+    a group has ``K`` causal blocks before and including its own (every slot filled),
+    the only mask is the causal one inside its own block, the same for every such group
+    at the same offset in a block: one small additive mask broadcast over the batch.
+    Earlier groups (slots left at ``-1``) get an exact mask built from their ids. The
+    work is ``O(T * K * block_size)`` and nothing is read back from the device.
+
+    Args:
+        q: ``[B, T, HQ, D]`` queries; query ``t`` sits at key position ``start + t``.
+        k: ``[B, S, H_kv, D]`` keys; ``HQ`` a multiple of ``H_kv``.
+        v: ``[B, S, H_kv, D]`` values.
+        idx: ``[B, NG, H_kv, K]`` distinct block ids of each group (``-1`` = unused slot),
+            ``NG = (start + T - 1) // group - start // group + 1``. Every group must
+            select its own block (the block of its positions) and no later block, as
+            DSSA's selection does when ``local_blocks >= 1``.
+        start: key position of the first query.
+        block_size: tokens per key block.
+        scale: softmax scale.
+        group: queries per group; divides ``block_size``.
+
+    Returns:
+        ``[B, T, HQ, D]``.
+
+    Example:
+        >>> import torch
+        >>> q = torch.randn(1, 128, 4, 8); k = torch.randn(1, 128, 2, 8)
+        >>> idx = torch.tensor([[0, -1], [0, 1]]).view(1, 2, 1, 2).expand(1, 2, 2, 2)
+        >>> grouped_selected_attention(q, k, k, idx, 0, 64, 0.35, 64).shape
+        torch.Size([1, 128, 4, 8])
+    """
+    b, t, hq, d = q.shape
+    s, hkv = k.shape[1], k.shape[2]
+    g = hq // hkv
+    n_slots = idx.shape[-1]
+    bs = block_size
+    if bs % group:
+        raise ValueError(f"group={group} must divide block_size={bs}")
+    length = n_slots * bs
+    nb = -(-s // bs)
+    dev = q.device
+    g0 = start // group
+    ng = (start + t - 1) // group - g0 + 1
+    if idx.shape[:3] != (b, ng, hkv):
+        raise ValueError(f"idx {tuple(idx.shape)}: expected [{b}, {ng}, {hkv}, K]")
+    front = start - g0 * group
+    tq = ng * group
+    if front or tq != t:
+        q = F.pad(q, (0, 0, 0, 0, front, tq - t - front))
+    # [B, NG, H_kv, G * group, D]: the G heads of a KV head and the group's queries
+    # form the rows of one SDPA batch entry (one KV head, no GQA broadcast)
+    qg = q.view(b, ng, group, hkv, g, d).permute(0, 1, 3, 4, 2, 5)
+    ids = idx.long().sort(-1).values  # ascending: unused first, the own block last
+    valid = ids >= 0
+    rows_kv = (
+        torch.arange(b, device=dev).view(b, 1, 1, 1) * hkv
+        + torch.arange(hkv, device=dev).view(1, 1, hkv, 1)
+    ) * nb + ids.clamp_min(0)  # [B, NG, H_kv, K] rows of the block table
+    kb = F.pad(k.transpose(1, 2), (0, 0, 0, nb * bs - s)).reshape(-1, bs * d)
+    vb = F.pad(v.transpose(1, 2), (0, 0, 0, nb * bs - s)).reshape(-1, bs * d)
+    out = q.new_empty(b, ng, group, hkv, g, d)
+    neg = float("-inf")
+    koff = torch.arange(bs, device=dev)
+    # causal mask inside the own block for a group at offset c * group of its block
+    per = bs // group
+    qoff = torch.arange(per * group, device=dev).view(per, 1, group, 1)
+    own = torch.zeros(per, 1, group, bs, dtype=q.dtype, device=dev)
+    own.masked_fill_(koff > qoff, neg)
+    pattern = torch.cat([own.new_zeros(per, 1, group, length - bs), own], -1)
+    pattern = pattern.repeat(1, 1, g, 1)  # rows: G heads x group queries
+    # groups from `regular` on have n_slots causal blocks: every slot holds a block
+    regular = min(ng, max(0, -(-((n_slots - 1) * bs) // group) - g0))
+    per_chunk = max(1, _GROUP_CHUNK_ELEMS // (b * hkv * length * d))
+    cuts = sorted({0, regular, ng, *range(regular, ng, per_chunk), *range(0, regular, per_chunk)})
+    kbuf = kb.new_empty(b * min(per_chunk, ng) * hkv * n_slots, bs * d)
+    vbuf = torch.empty_like(kbuf)
+    for a, e in itertools.pairwise(cuts):
+        n = e - a
+        rows = rows_kv[:, a:e].reshape(-1)
+        kg = torch.index_select(kb, 0, rows, out=kbuf[: rows.numel()])
+        vg = torch.index_select(vb, 0, rows, out=vbuf[: rows.numel()])
+        if a >= regular and per == 1:
+            mask = pattern  # [1, 1, G * group, L]: broadcast
+        elif a >= regular:
+            cls = (torch.arange(g0 + a, g0 + e, device=dev) % per).repeat_interleave(hkv)
+            mask = pattern.index_select(0, cls.repeat(b))  # [B * n * H_kv, 1, G*group, L]
+        else:  # early groups: slots may be unused, blocks checked against each position
+            tok = (ids[:, a:e, :, :, None] * bs + koff).flatten(-2)  # [B, n, H_kv, L]
+            ok = valid[:, a:e, :, :, None].expand(-1, -1, -1, -1, bs).flatten(-2)
+            qpos = torch.arange((g0 + a) * group, (g0 + e) * group, device=dev)
+            qpos = qpos.view(1, n, 1, group, 1)
+            seen = ok[:, :, :, None] & (tok[:, :, :, None] <= qpos)  # [B, n, H, group, L]
+            mask = torch.zeros(seen.shape, dtype=q.dtype, device=dev).masked_fill_(~seen, neg)
+            mask = mask.view(b * n * hkv, 1, group, length).repeat(1, 1, g, 1)
+        o = F.scaled_dot_product_attention(
+            qg[:, a:e].reshape(b * n * hkv, 1, g * group, d),
+            kg.view(b * n * hkv, 1, length, d),
+            vg.view(b * n * hkv, 1, length, d),
+            attn_mask=mask,
+            scale=scale,
+        )
+        out[:, a:e] = o.view(b, n, hkv, g, group, d).permute(0, 1, 4, 2, 3, 5)
+    return out.view(b, tq, hq, d)[:, front : front + t]
