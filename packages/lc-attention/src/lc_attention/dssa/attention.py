@@ -167,10 +167,15 @@ def dssa_attention(
     ``backend="triton"``) a full prefill without a padding mask runs
     [selected_attention][lc_kernels.selected_attention.selected_attention] (Triton);
     up to 16 queries (decode) gather each query's selected blocks, so a decode step
-    costs ``O(topk * block_size)`` instead of ``O(S)``; everything else runs
+    costs ``O(topk * block_size)`` instead of ``O(S)``; with ``config.query_block > 1``
+    (and no padding mask) each query group gathers its own blocks and runs one SDPA
+    ([grouped_selected_attention][lc_attention.dssa.sparse.grouped_selected_attention]);
+    everything else runs
     [tiled_selected_attention][lc_attention.dssa.sparse.tiled_selected_attention]:
     tiles of 64 queries gather the union of their selected blocks and run one SDPA,
-    ``O(T * U * block_size)`` for a union of ``U`` blocks.
+    ``O(T * U * block_size)`` for a union of ``U`` blocks. Selection, the grouped path
+    and decoding read nothing back from the device (no synchronisation on a GPU); the
+    tiled path reads its union sizes once per call.
 
     Args:
         query: ``[B, T, HQ, D]`` queries.
@@ -181,8 +186,9 @@ def dssa_attention(
         attention_mask: optional ``[B, 1, T, S]`` bool (True = attend) or additive float
             mask (padding); combined with the block selection in sparse mode.
         cache: optional [CompressedKeyCache][lc_attention.dssa.cache.CompressedKeyCache]
-            that extends the compressed keys incrementally across decode steps; without
-            it they are recomputed from ``key``.
+            that extends the compressed keys incrementally across decode steps (a
+            prefill with ``T == S`` resets it: a new sequence); without it they are
+            recomputed from ``key``.
 
     Returns:
         ``[B, T, HQ, D]`` in ``query.dtype``.
