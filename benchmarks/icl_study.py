@@ -260,7 +260,9 @@ def run_study(
                         if it.context.split("\n\n")[:-1] != blocks[: cuts[k]]:
                             raise AssertionError(f"{task}: exemplar prefix mismatch at k={k}")
                     queue[(style, task, d, k)] = batch
-    settings = {"model": model_name, "window": window, "seed": seed, "items": items}
+    # items are prefix-stable (the first n of 2n are the same), so a log written with
+    # more or fewer items per cell serves any count: settings exclude ``items``
+    settings = {"model": model_name, "window": window, "seed": seed}
     done = _read_log(log_path, settings) if log_path is not None else {}
     log = _open_log(log_path, settings) if log_path is not None else None
     for (style, task), p in plan.items():  # prefill only what still has queries to ask

@@ -96,12 +96,20 @@ def test_interrupted_run_resumes_each_query_once(tiny_model, tmp_path, monkeypat
     assert asked["n"] == total - 5
     assert _counts(resumed) == _counts(clean)
 
+    # a log serves a smaller item count too: nothing is asked again
+    asked["n"] = 0
+    fewer, _ = study.run_study(model, tok, log_path=log, **(GRID | {"items": 1}))
+    assert asked["n"] == 0
+    monkeypatch.setattr(study.Scorer, "ask", real_ask)
+    clean_fewer, _ = study.run_study(model, tok, **(GRID | {"items": 1}))
+    assert _counts(fewer) == _counts(clean_fewer)
+
 
 def test_answer_log_errors_name_the_line(tiny_model, tmp_path):
     study = _study()
     model, tok = tiny_model
     log = tmp_path / "answers.jsonl"
-    settings = {"model": "tiny", "window": 256, "seed": 0, "items": 2}
+    settings = {"model": "tiny", "window": 256, "seed": 0}
     log.write_text(json.dumps({"settings": settings}) + "\n{not json\n")
     with pytest.raises(SystemExit, match=r"answers.jsonl:2: malformed"):
         study.run_study(model, tok, log_path=log, **GRID)
