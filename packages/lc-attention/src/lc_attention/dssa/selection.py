@@ -208,9 +208,24 @@ def select_group_blocks(
     group of ``query_block`` positions (one per query when it is 1), with the first
     query at key position ``start``; nothing is read back from the device.
 
+    Args:
+        query: ``[B, T, HQ, D]`` queries at key positions ``start .. start + T - 1``.
+        k_cmp: ``[B, C, H_kv, D]`` compressed keys of the ``kv_len`` keys.
+        start: key position of the first query.
+        kv_len: number of keys S.
+        config: DSSA config (``query_block`` sets the groups).
+        scale: softmax scale.
+
     Returns:
         ``[B, NG, H_kv, topk]`` int32 block ids, ``-1`` in slots that cannot be filled;
         ``NG = (start + T - 1) // query_block - start // query_block + 1``.
+
+    Example:
+        >>> import torch
+        >>> cfg = DSSAConfig.small(query_block=64)
+        >>> q = torch.randn(1, 100, 6, 16); k = torch.randn(1, 2048, 2, 16)
+        >>> select_group_blocks(q, compress_keys(k, cfg), 1948, 2048, cfg, 0.25).shape
+        torch.Size([1, 2, 2, 16])
     """
     args = (config.block_size, config.topk, config.init_blocks, config.local_blocks)
     qb = config.query_block
