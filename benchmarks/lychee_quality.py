@@ -6,8 +6,9 @@ Per item, the prompt is prefilled once (dense, as LycheeDecode does) into a
 ``PreallocatedCache``; then from the same prefix cache (cropped back after each pass): (1) full attention decodes greedily (reference answer); (2) each
 sparse variant decodes greedily (its NIAH answer); (3) each variant is teacher-forced
 along the reference tokens and its argmax compared with the reference (next-token
-agreement). Variants: the learned role map, and a random role map with the same
-number of retrieval heads per run (ablation). Writes ``quality.json`` / ``quality.png``.
+agreement). Variants: the learned role map(s) (``--roles``, one label each in
+``--name``), and a random role map with the same number of retrieval heads as the first
+one (ablation). Writes ``quality.json`` / ``quality.png``.
 
     nice -n 10 uv run python benchmarks/lychee_quality.py --lengths 4096 8192 --n 10
 """
@@ -69,8 +70,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=16, help="decode steps per item")
     ap.add_argument("--topk", type=int, nargs="+", default=[256])
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--roles", type=pathlib.Path, default=ROLES)
-    ap.add_argument("--name", default="learned", help="label of the --roles variant")
+    ap.add_argument("--roles", type=pathlib.Path, nargs="+", default=[ROLES])
+    ap.add_argument("--name", nargs="+", default=["learned"], help="label of each --roles variant")
     ap.add_argument("--no-ablation", action="store_true", help="skip the random-roles variant")
     ap.add_argument("--out", type=pathlib.Path, default=OUT / "quality.json")
     args = ap.parse_args()
@@ -78,8 +79,11 @@ def main() -> None:
     from lc_agents.models import load_model
 
     model, tok = load_model()
-    learned = RoleMap.load(args.roles)
-    variants = {args.name: learned}
+    if len(args.name) != len(args.roles):
+        raise SystemExit("--name takes one label per --roles file")
+    maps = {name: RoleMap.load(path) for name, path in zip(args.name, args.roles, strict=True)}
+    learned = next(iter(maps.values()))
+    variants = dict(maps)
     if not args.no_ablation:
         variants["random"] = random_roles(learned, seed=0)
     rows = []
@@ -123,10 +127,12 @@ def main() -> None:
                 row[f"acc_ratio_{key}"] = s["hits"] / full_hits if full_hits else None
         rows.append(row)
         print(row)
-        _write(args, learned, rows, list(stats), time.perf_counter() - t_start)
+        _write(args, maps, rows, list(stats), time.perf_counter() - t_start)
 
 
-def _write(args, learned: RoleMap, rows: list[dict], keys: list[str], seconds: float) -> None:
+def _write(
+    args, maps: dict[str, RoleMap], rows: list[dict], keys: list[str], seconds: float
+) -> None:
     """Write ``quality.json`` / ``quality.png`` (called after every length)."""
     result = {
         "model": "SmolLM2-135M-Instruct (embedded GGUF, float32)",
@@ -135,9 +141,12 @@ def _write(args, learned: RoleMap, rows: list[dict], keys: list[str], seconds: f
             "chat template + RULER answer prefix, greedy"
         ),
         "roles": {
-            "file": args.roles.name,
-            "num_retrieval": learned.num_retrieval,
-            "num_heads": learned.num_heads_total,
+            name: {
+                "file": path.name,
+                "num_retrieval": maps[name].num_retrieval,
+                "num_heads": maps[name].num_heads_total,
+            }
+            for name, path in zip(args.name, args.roles, strict=True)
         },
         "decode_steps": args.steps,
         "topk": args.topk,

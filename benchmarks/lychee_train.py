@@ -5,7 +5,8 @@ retrieval, variable tracking) rendered with the chat template and followed by th
 reference answer, cut to one length; the last ``--decode-len`` tokens (question tail
 and answer) are simulated as decode steps. Writes ``smollm2_roles.json`` (the role map)
 and ``train.json`` / ``train.png`` (the training curve) under
-``docs/benchmarks/lc-attention-lychee/``.
+``docs/benchmarks/lc-attention-lychee/``; with ``--out other.json`` the curve goes to
+``other_train.json`` / ``.png`` beside it.
 
     nice uv run python benchmarks/lychee_train.py --steps 150 --length 1536
 """
@@ -21,7 +22,7 @@ import time
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from lychee_common import OUT, ROLES, machine, task_ids
+from lychee_common import ROLES, machine, task_ids
 
 from lc_attention.lychee import RoleTrainingConfig, train_head_roles
 
@@ -74,6 +75,7 @@ def main() -> None:
         "model": "SmolLM2-135M-Instruct (embedded GGUF, float32)",
         "machine": machine(args.threads),
         "config": rm.meta["training"],
+        "corpus": rm.meta["corpus"],
         "train_seconds": round(seconds, 1),
         "num_retrieval": rm.num_retrieval,
         "num_heads": rm.num_heads_total,
@@ -81,7 +83,11 @@ def main() -> None:
         "near_binary_fraction": float(((p0 > 0.9) | (p1 > 0.5)).float().mean()),
         "history": result.history,
     }
-    (OUT / "train.json").write_text(json.dumps(summary, indent=1))
+    # the curve beside the role map: train.json / train.png for the default map,
+    # <name>_train.json / .png for another --out
+    stem = "train" if args.out == ROLES else f"{args.out.stem}_train"
+    summary_path = args.out.parent / f"{stem}.json"
+    summary_path.write_text(json.dumps(summary, indent=1))
     print(
         f"{rm.num_retrieval}/{rm.num_heads_total} retrieval heads in {seconds:.0f} s -> {args.out}"
     )
@@ -107,7 +113,7 @@ def main() -> None:
     a2.set_ylabel("query head")
     a2.set_title(f"retrieval heads ({rm.num_retrieval}/{rm.num_heads_total})")
     fig.tight_layout()
-    fig.savefig(OUT / "train.png", dpi=120)
+    fig.savefig(summary_path.with_suffix(".png"), dpi=120)
 
 
 if __name__ == "__main__":
