@@ -49,6 +49,9 @@ def main() -> None:
     ap.add_argument("--topk", type=int, default=64)
     ap.add_argument("--decode-len", type=int, default=32)
     ap.add_argument("--target", type=float, default=0.2, help="fraction of retrieval heads")
+    ap.add_argument(
+        "--lambda-lr", type=float, default=1.0, help="ascent rate of the budget multiplier"
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=pathlib.Path, default=ROLES)
@@ -60,7 +63,7 @@ def main() -> None:
     seqs = corpus(tok, args.n, args.length, seed=1000 + args.seed)
     cfg = RoleTrainingConfig(
         topk=args.topk, decode_len=args.decode_len, target_retrieval=args.target,
-        steps=args.steps, seed=args.seed,
+        steps=args.steps, seed=args.seed, lambda_lr=args.lambda_lr,
     )  # fmt: skip
     t0 = time.perf_counter()
     result = train_head_roles(model, seqs, cfg)
