@@ -74,7 +74,11 @@ def main() -> None:
     ap.add_argument("--name", nargs="+", default=["learned"], help="label of each --roles variant")
     ap.add_argument("--no-ablation", action="store_true", help="skip the random-roles variant")
     ap.add_argument("--out", type=pathlib.Path, default=OUT / "quality.json")
+    ap.add_argument("--replot", action="store_true", help="only redraw --out's PNG from its JSON")
     args = ap.parse_args()
+    if args.replot:
+        replot(args.out)
+        return
     torch.set_num_threads(args.threads)
     from lc_agents.models import load_model
 
@@ -156,26 +160,49 @@ def _write(
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
+    plot(rows, keys, args.out.with_suffix(".png"))
+    print(f"wrote {args.out}")
+
+
+def plot(rows: list[dict], keys: list[str], path: pathlib.Path) -> None:
+    """Accuracy and next-token agreement per variant: against the context length, or as
+    bars when there is one length."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.2))
-    xs = [r["length"] for r in rows]
-    for key in keys:
-        a1.plot(xs, [r[f"acc_{key}"] for r in rows], "o-", label=key)
-        a2.plot(xs, [r[f"agree_{key}"] for r in rows], "o-", label=key)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.4))
+    if len(rows) == 1:
+        r = rows[0]
+        pos = range(len(keys))
+        a1.bar(pos, [r[f"acc_{k}"] for k in keys], color=[f"C{i}" for i in pos])
+        a2.bar(pos, [r[f"agree_{k}"] for k in keys], color=[f"C{i}" for i in pos])
+        for a in (a1, a2):
+            a.set_xticks(list(pos), keys, rotation=35, ha="right", fontsize=7)
+            a.set_title(f"{r['n']} items, {r['length']} tokens", fontsize=9)
+    else:
+        xs = [r["length"] for r in rows]
+        for key in keys:
+            a1.plot(xs, [r[f"acc_{key}"] for r in rows], "o-", label=key)
+            a2.plot(xs, [r[f"agree_{key}"] for r in rows], "o-", label=key)
+        for a in (a1, a2):
+            a.set_xlabel("context length (tokens)")
+        a2.legend(fontsize=8)
     a1.set_ylabel("NIAH accuracy")
     a2.set_ylabel("next-token agreement with full")
     for a in (a1, a2):
-        a.set_xlabel("context length (tokens)")
         a.set_ylim(-0.05, 1.05)
-    a2.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(args.out.with_suffix(".png"), dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
-    print(f"wrote {args.out}")
+
+
+def replot(path: pathlib.Path) -> None:
+    """Redraw ``path``'s PNG from its JSON (keys in the order the JSON rows hold them)."""
+    rows = json.loads(path.read_text())["rows"]
+    keys = [k[len("acc_") :] for k in rows[0] if k.startswith("acc_") and "ratio" not in k]
+    plot(rows, keys, path.with_suffix(".png"))
 
 
 if __name__ == "__main__":
