@@ -45,8 +45,11 @@ def _niah_ids(tok: Any, length: int, seed: int) -> tuple[torch.Tensor, str]:
     from lc_evals import generate, render_prompt
 
     item = generate("niah_single", n=1, length=length, seed=seed, tokenizer=tok)[0]
-    msgs = [{"role": "user", "content": render_prompt(item)}]
-    text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    if tok.chat_template:  # an instruct model: its chat template
+        msgs = [{"role": "user", "content": render_prompt(item)}]
+        text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    else:  # a base model (the embedded Gemma-3-270M): the plain prompt
+        text = render_prompt(item) + "\n\n"
     key = item.metadata["keys"][0]
     text += f"The special magic number for {key} mentioned in the text above is"
     return tok(text, return_tensors="pt").input_ids, item.answers[0]
@@ -159,7 +162,8 @@ def main() -> None:
 def _write(args: argparse.Namespace, name: str, rows: list[dict[str, Any]], wall: float) -> None:
     result = {
         "model": f"{name} (embedded, float32), training-free",
-        "niah": "niah_single (lc_evals.generate, essay haystack, 7-digit values), chat template, greedy",
+        "niah": "niah_single (lc_evals.generate, essay haystack, 7-digit values), chat template "
+        "(plain prompt for a base model without one), greedy",
         "ppl": "essay text (lc_evals.haystack.essay_sentences), next-token NLL",
         "configs": {
             m: (c.__dict__ if c is not None else "sdpa")
@@ -181,15 +185,17 @@ def _write(args: argparse.Namespace, name: str, rows: list[dict[str, Any]], wall
     xs = [r["length"] for r in rows]
     for mode, mark in zip(args.modes, ("o-", "s--", "^:"), strict=False):
         acc = [r[mode].get("niah_acc", float("nan")) for r in rows]
-        axes[0].plot(xs, acc, mark, label=mode)
+        if any(a == a for a in acc):  # no NIAH item finished yet: nothing to draw
+            axes[0].plot(xs, acc, mark, label=mode)
         axes[1].plot(xs, [r[mode]["ppl"] for r in rows], mark, label=mode)
     axes[0].set_ylabel("NIAH accuracy")
     axes[0].set_ylim(-0.05, 1.05)
     axes[1].set_ylabel("perplexity (essay text)")
     for ax in axes:
         ax.set_xlabel("context length (tokens)")
-        ax.set_xscale("log", base=2)
-        ax.legend()
+        if ax.lines:  # a log axis needs at least one drawn point
+            ax.set_xscale("log", base=2)
+            ax.legend()
     fig.tight_layout()
     fig.savefig(args.out.with_suffix(".png"), dpi=120)
     plt.close(fig)
