@@ -330,27 +330,29 @@ def _read_log(
     path: str | os.PathLike[str], settings: dict[str, Any]
 ) -> dict[tuple[str, str, str, str, int], str]:
     """Answers already logged for these settings, keyed by (style, task, delta, shots, i)."""
+    from lc_evals import read_jsonl
+    from lc_evals.errors import ResultsFileError
+
     path = pathlib.Path(path)
     if not path.exists():
         return {}
     done: dict[tuple[str, str, str, str, int], str] = {}
-    with path.open() as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
+    lineno = 0
+    try:
+        for lineno, row in read_jsonl(path):
+            if "settings" in row:
+                if row["settings"] != settings:
+                    raise SystemExit(
+                        f"{path}:{lineno}: logged with {row['settings']}, "
+                        f"this run is {settings}; use another --log file"
+                    )
                 continue
-            try:
-                row = json.loads(line)
-                if "settings" in row:
-                    if row["settings"] != settings:
-                        raise SystemExit(
-                            f"{path}:{lineno}: logged with {row['settings']}, "
-                            f"this run is {settings}; use another --log file"
-                        )
-                    continue
-                key = (row["style"], row["task"], row["delta"], row["shots"], int(row["i"]))
-                done[key] = str(row["answer"])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise SystemExit(f"{path}:{lineno}: malformed answer log line ({exc})") from exc
+            key = (row["style"], row["task"], row["delta"], row["shots"], int(row["i"]))
+            done[key] = str(row["answer"])
+    except ResultsFileError as exc:
+        raise SystemExit(f"{path}:{exc.line}: malformed answer log line ({exc.reason})") from exc
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"{path}:{lineno}: malformed answer log line ({exc!r})") from exc
     return done
 
 

@@ -14,7 +14,7 @@ from lc_evals.harness import as_predictor, render_prompt, run
 from lc_evals.icl import ICL_TASKS, check_label, fit_shots, make_icl_items
 from lc_evals.registry import TaskSpec, available_tasks, generate, register_task, task_spec
 from lc_evals.report import format_table, plot_accuracy_vs_length, plot_niah_heatmap, summarize
-from lc_evals.results import Result, load_results, load_suite, write_suite
+from lc_evals.results import Result, load_results, load_suite, read_jsonl, write_suite
 from lc_evals.scorers import (
     SCORERS,
     contains_all,
@@ -66,6 +66,7 @@ __all__ = [
     "make_suite",
     "plot_accuracy_vs_length",
     "plot_niah_heatmap",
+    "read_jsonl",
     "register_task",
     "render_prompt",
     "rouge_l",

@@ -68,7 +68,14 @@ class Result:
         )
 
 
-def _read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every non-blank line of a JSON Lines file.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ResultsFileError: a line is not valid JSON, not a JSON object, or is the
+            truncated last line of an interrupted writer (no final newline).
+    """
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no such file: {p}")
@@ -95,7 +102,7 @@ def load_results(path: str | Path) -> list[Result]:
     """Read a results file; every bad or duplicated line raises :class:`ResultsFileError`."""
     out: list[Result] = []
     seen: dict[str, int] = {}
-    for lineno, data in _read_jsonl(path):
+    for lineno, data in read_jsonl(path):
         try:
             result = Result.from_dict(data)
         except (ValueError, TypeError) as exc:
@@ -115,7 +122,7 @@ def load_suite(path: str | Path) -> list[TaskItem]:
     """Read a suite written by :func:`write_suite` (``lc-evals generate``)."""
     items: list[TaskItem] = []
     seen: set[str] = set()
-    for lineno, data in _read_jsonl(path):
+    for lineno, data in read_jsonl(path):
         try:
             item = TaskItem.from_dict(data)
         except (ValueError, TypeError) as exc:
