@@ -52,6 +52,18 @@ def main() -> None:
     ap.add_argument(
         "--lambda-lr", type=float, default=1.0, help="ascent rate of the budget multiplier"
     )
+    ap.add_argument(
+        "--penalty", type=float, default=0.0, help="quadratic budget penalty c (damping)"
+    )
+    ap.add_argument("--warmup", type=int, default=0, help="steps to anneal the budget to --target")
+    ap.add_argument(
+        "--gate-unit",
+        choices=("head", "kv_head"),
+        default="head",
+        help="one gate per query head, or per KV head (budget in KV heads read)",
+    )
+    ap.add_argument("--rank-by", choices=("average", "final"), default="average")
+    ap.add_argument("--score-from", type=float, default=0.5, help="start of the score average")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=pathlib.Path, default=ROLES)
@@ -63,7 +75,9 @@ def main() -> None:
     seqs = corpus(tok, args.n, args.length, seed=1000 + args.seed)
     cfg = RoleTrainingConfig(
         topk=args.topk, decode_len=args.decode_len, target_retrieval=args.target,
-        steps=args.steps, seed=args.seed, lambda_lr=args.lambda_lr,
+        steps=args.steps, seed=args.seed, lambda_lr=args.lambda_lr, penalty=args.penalty,
+        target_warmup=args.warmup, gate_unit=args.gate_unit, rank_by=args.rank_by,
+        score_from=args.score_from,
     )  # fmt: skip
     t0 = time.perf_counter()
     result = train_head_roles(model, seqs, cfg)
@@ -83,6 +97,11 @@ def main() -> None:
         "num_retrieval": rm.num_retrieval,
         "num_heads": rm.num_heads_total,
         "retrieval_per_layer": [sum(r) for r in rm.retrieval],
+        "kv_heads_read": rm.kv_heads_read(),
+        "score_late": result.score_late.tolist() if result.score_late is not None else None,
+        "score_overall": (
+            result.score_overall.tolist() if result.score_overall is not None else None
+        ),
         "near_binary_fraction": float(((p0 > 0.9) | (p1 > 0.5)).float().mean()),
         "history": result.history,
     }
@@ -92,7 +111,8 @@ def main() -> None:
     summary_path = args.out.parent / f"{stem}.json"
     summary_path.write_text(json.dumps(summary, indent=1))
     print(
-        f"{rm.num_retrieval}/{rm.num_heads_total} retrieval heads in {seconds:.0f} s -> {args.out}"
+        f"{rm.num_retrieval}/{rm.num_heads_total} retrieval heads, {rm.kv_heads_read()} KV heads "
+        f"read, in {seconds:.0f} s -> {args.out}"
     )
 
     import matplotlib
@@ -108,13 +128,17 @@ def main() -> None:
     a1.set_yscale("log")
     a1b = a1.twinx()
     a1b.plot([x["step"] for x in h], [x["expected_fraction"] for x in h], "C1", lw=1.2)
-    a1b.axhline(args.target, color="C1", ls=":", lw=0.8)
-    a1b.set_ylabel("E[retrieval fraction]", color="C1")
+    a1b.plot([x["step"] for x in h], [x.get("target", args.target) for x in h], "C1:", lw=0.8)
+    unit = "KV heads read" if args.gate_unit == "kv_head" else "retrieval heads"
+    a1b.set_ylabel(f"E[fraction of {unit}] (target dotted)", color="C1")
     grid = torch.tensor([[float(x) for x in r] for r in rm.retrieval])
     a2.imshow(grid.T, aspect="auto", cmap="Greens", interpolation="nearest")
     a2.set_xlabel("layer")
     a2.set_ylabel("query head")
-    a2.set_title(f"retrieval heads ({rm.num_retrieval}/{rm.num_heads_total})")
+    a2.set_title(
+        f"retrieval heads ({rm.num_retrieval}/{rm.num_heads_total}, {rm.kv_heads_read()} KV heads)",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(summary_path.with_suffix(".png"), dpi=120)
 

@@ -16,6 +16,7 @@ from lc_attention.lychee import (
     is_lychee_enabled,
     train_head_roles,
 )
+from lc_attention.lychee.ranking import select_by_rank
 
 torch.set_num_threads(1)
 V = 96
@@ -207,6 +208,63 @@ def test_role_training_meets_the_budget_and_leaves_the_model_unchanged(llama) ->
     assert all(p.requires_grad for p in llama.parameters())
     with enable_lychee(llama, rm, topk=8):
         assert _gen(llama, _ids(), n=3).sequences.shape == (1, 163)
+
+
+def test_role_training_kv_budget_warmup_and_penalty(llama) -> None:
+    # one gate per KV head (3 layers x 2 KV heads, layer 0 fixed), budget 4 of 6 KV heads
+    seqs = _ids(72, seed=5, batch=2)
+    cfg = RoleTrainingConfig(
+        topk=8, decode_len=8, target_retrieval=4 / 6, steps=24, lr=0.1, lambda_lr=0.5,
+        penalty=2.0, target_warmup=10, gate_unit="kv_head", score_from=0.5,
+    )  # fmt: skip
+    result = train_head_roles(llama, seqs, cfg, progress=False)
+    rm = result.role_map
+    assert result.gates.log_a.shape == (3, 2)
+    assert rm.kv_heads_read() == 4
+    assert rm.num_retrieval == 12  # whole groups of 3 query heads
+    assert rm.expand_to_kv_groups() == rm
+    hist = result.history
+    start = 1 - 2 / 3 * (0.1 / 1.2)  # E[L0]/N at init: 2 fixed + 4 uniform-Kuma gates
+    assert hist[0]["target"] == pytest.approx(start)
+    assert hist[5]["target"] == pytest.approx(start + (4 / 6 - start) * 5 / 10)
+    assert all(h["target"] == pytest.approx(4 / 6) for h in hist[10:])
+    # loss = distill + lam_prev * gap + c/2 gap^2, lam <- lam + eta * gap
+    lam = 0.0
+    for h in hist:
+        gap = h["expected_fraction"] - h["target"]
+        assert h["loss"] == pytest.approx(h["distill"] + lam * gap + gap * gap, rel=1e-4, abs=1e-6)
+        assert h["lambda"] == pytest.approx(lam + 0.5 * gap, abs=1e-6)
+        lam = h["lambda"]
+    # the hard map is the lexicographic selection of the averaged scores
+    assert result.score_late is not None
+    assert result.score_overall is not None
+    keep = select_by_rank(result.score_late, result.score_overall, 4, result.gates.fixed)
+    assert rm.retrieval == tuple(tuple(r) for r in keep.repeat_interleave(3, dim=1).tolist())
+    with pytest.raises(ValueError, match="keeps fewer than the 2 KV heads"):
+        train_head_roles(
+            llama, seqs, RoleTrainingConfig(topk=4, target_retrieval=0.3, gate_unit="kv_head")
+        )
+
+
+def test_role_training_rank_by_final_vs_average(llama) -> None:
+    # same seed and schedule: the gates train identically, only the read-out differs
+    seqs = _ids(40, seed=6, batch=1)
+    base = dict(topk=4, decode_len=6, target_retrieval=0.5, steps=12, lr=0.1)
+    avg = train_head_roles(llama, seqs, RoleTrainingConfig(**base), progress=False)
+    fin = train_head_roles(llama, seqs, RoleTrainingConfig(**base, rank_by="final"), progress=False)
+    assert torch.equal(avg.gates.log_a, fin.gates.log_a)
+    assert fin.role_map.retrieval == tuple(tuple(r) for r in fin.gates.hard(9).tolist())
+    assert avg.role_map.num_retrieval == fin.role_map.num_retrieval == 9
+    with pytest.raises(ValueError, match="rank_by"):
+        RoleTrainingConfig(rank_by="median")
+    with pytest.raises(ValueError, match="gate_unit"):
+        RoleTrainingConfig(gate_unit="layer")
+    with pytest.raises(ValueError, match="target_warmup"):
+        RoleTrainingConfig(target_warmup=-1)
+    with pytest.raises(ValueError, match="penalty"):
+        RoleTrainingConfig(penalty=-0.1)
+    with pytest.raises(ValueError, match="score_from"):
+        RoleTrainingConfig(score_from=2.0)
 
 
 def test_role_training_with_gates_pinned_open_has_zero_distillation_loss(llama) -> None:

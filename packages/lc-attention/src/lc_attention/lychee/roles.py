@@ -153,6 +153,61 @@ class RoleMap:
         """Roles of one layer's heads."""
         return self.retrieval[index]
 
+    def _group_size(self, num_kv_heads: int | None) -> int:
+        kv = num_kv_heads if num_kv_heads is not None else self.fingerprint.get("num_kv_heads")
+        if kv is None:
+            raise ValueError("num_kv_heads is needed (the fingerprint does not hold it)")
+        if not (isinstance(kv, int) and kv >= 1 and self.num_heads % kv == 0):
+            raise ValueError(
+                f"num_kv_heads must be a positive divisor of the {self.num_heads} query heads, "
+                f"got {kv!r}"
+            )
+        return self.num_heads // kv
+
+    def kv_heads_read(self, num_kv_heads: int | None = None) -> int:
+        """KV heads that some retrieval head reads in full during a decode step.
+
+        Head ``h`` reads KV head ``h // (H / num_kv_heads)``; this count is what bounds
+        the cost of the retrieval heads' full-cache attention.
+
+        Args:
+            num_kv_heads: KV heads per layer (default: the fingerprint's).
+
+        Raises:
+            ValueError: no ``num_kv_heads`` known, or one that does not divide ``H``.
+
+        Example:
+            >>> RoleMap(((True,) * 4, (True, False, False, False))).kv_heads_read(2)
+            3
+        """
+        g = self._group_size(num_kv_heads)
+        return sum(any(row[i : i + g]) for row in self.retrieval for i in range(0, len(row), g))
+
+    def expand_to_kv_groups(self, num_kv_heads: int | None = None) -> RoleMap:
+        """Every query head of a KV head that is read in full becomes a retrieval head.
+
+        The KV heads read stay the same ([kv_heads_read][lc_attention.lychee.roles.RoleMap.kv_heads_read]
+        is unchanged), so the cache traffic of the full attention is the same while fewer
+        heads rely on carried token sets.
+
+        Args:
+            num_kv_heads: KV heads per layer (default: the fingerprint's).
+
+        Returns:
+            A new map with the same fingerprint; ``meta`` gains ``"expanded_to_kv_groups"``.
+
+        Example:
+            >>> rm = RoleMap(((True,) * 4, (True, False, False, False)))
+            >>> rm.expand_to_kv_groups(2).retrieval[1]
+            (True, True, False, False)
+        """
+        g = self._group_size(num_kv_heads)
+        rows = tuple(
+            tuple(any(row[(h // g) * g : (h // g + 1) * g]) for h in range(len(row)))
+            for row in self.retrieval
+        )
+        return RoleMap(rows, dict(self.fingerprint), {**self.meta, "expanded_to_kv_groups": True})
+
     # ---- checks -------------------------------------------------------------------
     def check_model(self, model: Any, *, strict_name: bool = True) -> None:
         """Raise unless this map fits ``model``.

@@ -17,10 +17,19 @@ prefix needs no gradient and is computed once.
 The objective is the relative squared error of the final hidden states plus a
 Lagrangian term for the budget ``E[#retrieval] / #heads = target`` (expected L0 from
 the closed-form ``P(z = 0)``); the multiplier follows gradient ascent (an equality
-constraint, as in L0 structured pruning, so it also pulls back up after overshooting):
+constraint, as in L0 structured pruning, so it also pulls back up after overshooting),
+with an optional quadratic penalty ``c`` (damping) and a target annealed from the
+gates' starting fraction over ``target_warmup`` steps:
 
-    L = ||H_s - H_t||^2 / ||H_t||^2 + lam * (E[L0] / N - target),
-    lam <- lam + eta * (E[L0] / N - target).
+    gap = E[L0] / N - target_t,
+    L = ||H_s - H_t||^2 / ||H_t||^2 + lam * gap + (c / 2) * gap^2,
+    lam <- lam + eta * gap.
+
+With ``gate_unit="kv_head"`` one gate serves all query heads of a KV head (a group),
+so the budget counts KV heads read in full, which is what bounds the decode step's
+cost; the hard map then keeps whole groups. The hard roles rank gates by their score
+``P(z=1) - P(z=0)`` averaged over the late steps (ties broken by the whole-run average;
+see [lc_attention.lychee.ranking][]), because most gates end pinned at a bound.
 
 Only the gate parameters are trained; the model's weights are frozen and restored.
 
@@ -42,6 +51,7 @@ import torch
 
 from lc_attention.hf import _attention_modules
 from lc_attention.lychee.hardkuma import STRETCH_HIGH, STRETCH_LOW, HardKumaGates
+from lc_attention.lychee.ranking import ScoreAverage, annealed_target, select_by_rank
 from lc_attention.lychee.roles import RoleMap, model_fingerprint
 
 TRAIN_ATTN_NAME = "lc_lychee_train"
@@ -55,12 +65,19 @@ class RoleTrainingConfig:
     Args:
         topk: token budget of sparse heads during training (use the inference value).
         decode_len: ``n``, trailing tokens of each sequence simulated as decode steps.
-        target_retrieval: budget on the fraction of all heads that stay retrieval heads
-            (the first layer's heads are always retrieval heads and count).
+        target_retrieval: budget on the fraction of all gate units (query heads, or KV
+            heads with ``gate_unit="kv_head"``) that stay retrieval units (the first
+            layer's are always retrieval units and count).
         steps: optimizer steps (one calibration batch per step, cycling).
         batch_size: sequences per step.
         lr: Adam learning rate of the gates' ``log a`` and ``log b``.
         lambda_lr: ascent rate ``eta`` of the Lagrange multiplier.
+        penalty: coefficient ``c`` of the quadratic budget penalty ``(c/2) gap^2``
+            (damps the multiplier's oscillation; 0 = plain Lagrangian).
+        target_warmup: steps over which the budget moves linearly from the gates'
+            starting expected fraction to ``target_retrieval`` (0 = no warm-up).
+        gate_unit: ``"head"`` (one gate per query head) or ``"kv_head"`` (one gate per
+            KV head, shared by its query heads; the budget counts KV heads read).
         init_log_a: initial ``log a`` of every gate.
         init_log_b: initial ``log b`` of every gate.
         low: HardKuma stretch ``l``.
@@ -68,8 +85,12 @@ class RoleTrainingConfig:
         param_bound: ``log a`` and ``log b`` are clipped to ``[-bound, bound]`` after each
             step, so no gate saturates to a point mass with a vanishing gradient.
         exact_budget: the returned role map keeps exactly
-            ``round(target_retrieval * #heads)`` heads, ranked by ``P(z=1) - P(z=0)``;
-            otherwise each head's median gate decides.
+            ``round(target_retrieval * #units)`` units, ranked by ``P(z=1) - P(z=0)``
+            (see ``rank_by``); otherwise each unit's final median gate decides.
+        rank_by: ``"average"`` ranks by the score averaged over the steps from
+            ``score_from * steps`` on, ties broken by the whole-run average;
+            ``"final"`` by the last step's score alone (ties in unit order).
+        score_from: start of the averaging window as a fraction of ``steps``.
         seed: seed of the gate noise.
 
     Raises:
@@ -89,6 +110,11 @@ class RoleTrainingConfig:
     high: float = STRETCH_HIGH
     param_bound: float = 1.5
     exact_budget: bool = True
+    penalty: float = 0.0
+    target_warmup: int = 0
+    gate_unit: str = "head"
+    rank_by: str = "average"
+    score_from: float = 0.5
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -103,6 +129,17 @@ class RoleTrainingConfig:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if not (self.low < 0.0 and self.high > 1.0):
             raise ValueError(f"low < 0 < 1 < high required, got low={self.low}, high={self.high}")
+        if not self.penalty >= 0:
+            raise ValueError(f"penalty must be >= 0, got {self.penalty}")
+        tw = self.target_warmup
+        if not isinstance(tw, int) or isinstance(tw, bool) or tw < 0:
+            raise ValueError(f"target_warmup must be an integer >= 0, got {tw!r}")
+        if self.gate_unit not in ("head", "kv_head"):
+            raise ValueError(f"gate_unit must be 'head' or 'kv_head', got {self.gate_unit!r}")
+        if self.rank_by not in ("average", "final"):
+            raise ValueError(f"rank_by must be 'average' or 'final', got {self.rank_by!r}")
+        if not 0.0 <= self.score_from <= 1.0:
+            raise ValueError(f"score_from must be in [0, 1], got {self.score_from}")
 
 
 @dataclass
@@ -111,14 +148,19 @@ class RoleTrainingResult:
 
     Attributes:
         role_map: hard roles for inference, fingerprinted for the model.
-        gates: the trained gates (``P(z=0)``, ``P(z=1)`` per head).
+        gates: the trained gates (``P(z=0)``, ``P(z=1)`` per unit, ``[L, H]`` or
+            ``[L, HKV]``).
         history: one dict per step: ``loss``, ``distill``, ``expected_fraction``,
-            ``lambda``.
+            ``target``, ``lambda``.
+        score_late: per-unit score averaged over the late window (the ranking key).
+        score_overall: per-unit score averaged over all steps (the tie-break).
     """
 
     role_map: RoleMap
     gates: HardKumaGates
     history: list[dict[str, float]] = field(default_factory=list)
+    score_late: torch.Tensor | None = None
+    score_overall: torch.Tensor | None = None
 
 
 @dataclass
@@ -261,11 +303,14 @@ def train_head_roles(
         )
     fp = model_fingerprint(model)
     num_layers, num_heads = fp["num_layers"], fp["num_heads"]
-    total = num_layers * num_heads
-    if cfg.target_retrieval * total < num_heads:
+    group = num_heads // fp["num_kv_heads"] if cfg.gate_unit == "kv_head" else 1
+    units = num_heads // group  # gates per layer
+    total = num_layers * units
+    if cfg.target_retrieval * total < units:
+        unit_name = "KV heads" if cfg.gate_unit == "kv_head" else "heads"
         raise ValueError(
-            f"target_retrieval={cfg.target_retrieval} keeps fewer than the {num_heads} heads of "
-            f"the first layer (minimum {num_heads / total:.4f})"
+            f"target_retrieval={cfg.target_retrieval} keeps fewer than the {units} {unit_name} "
+            f"of the first layer (minimum {units / total:.4f})"
         )
     mods = sorted(_attention_modules(model), key=lambda m: int(m.layer_idx))  # type: ignore[arg-type]
     if any(getattr(m, "sliding_window", None) for m in mods):
@@ -275,13 +320,16 @@ def train_head_roles(
     seqs = seqs.to(device)
 
     gates = HardKumaGates(
-        num_layers, num_heads, init_log_a=cfg.init_log_a, init_log_b=cfg.init_log_b,
+        num_layers, units, init_log_a=cfg.init_log_a, init_log_b=cfg.init_log_b,
         low=cfg.low, high=cfg.high,
     ).to(device)  # fmt: skip
+    scores = ScoreAverage((num_layers, units), cfg.steps, cfg.score_from)
     # a short second-moment memory keeps the step size up when a gate nears saturation
     opt = torch.optim.Adam(gates.parameters(), lr=cfg.lr, betas=(0.9, 0.9))
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     lam = 0.0
+    with torch.no_grad():
+        start = float(gates.expected_l0()) / total
     history: list[dict[str, float]] = []
 
     # teacher: dense prefill caches and the final hidden states of the decode rows
@@ -317,6 +365,8 @@ def train_head_roles(
             cache, saved, target = teacher[step % len(teacher)]
             ids = batches[step % len(batches)][:, prefix:]
             z = gates.sample(gen)
+            if group > 1:
+                z = z.repeat_interleave(group, dim=1)  # [L, H]: a group shares its gate
             carry.indices = None
             for layer, plan in enumerate(plans):
                 plan.z = z[layer]
@@ -325,14 +375,16 @@ def train_head_roles(
                 lay.keys, lay.values = k, v  # back to the dense prefix, outside any graph
             distill = (hidden - target).pow(2).sum(-1).mean() / target.pow(2).sum(-1).mean()
             frac = gates.expected_l0() / total
-            gap = frac - cfg.target_retrieval
-            loss = distill + lam * gap
+            target_t = annealed_target(step, start, cfg.target_retrieval, cfg.target_warmup)
+            gap = frac - target_t
+            loss = distill + lam * gap + 0.5 * cfg.penalty * gap * gap
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             with torch.no_grad():
                 for p in gates.parameters():
                     p.clamp_(-cfg.param_bound, cfg.param_bound)
+                scores.update(step, gates.p1() - gates.p0())
             lam = lam + cfg.lambda_lr * float(gap.detach())
             history.append(
                 {
@@ -340,6 +392,7 @@ def train_head_roles(
                     "loss": float(loss.detach()),
                     "distill": float(distill.detach()),
                     "expected_fraction": float(frac.detach()),
+                    "target": target_t,
                     "lambda": lam,
                 }
             )
@@ -357,8 +410,14 @@ def train_head_roles(
             p.requires_grad_(g)
         model.train(was_training)
 
-    budget = max(num_heads, min(total, math.floor(cfg.target_retrieval * total + 0.5)))
-    hard = gates.hard(budget if cfg.exact_budget else None).cpu()
+    budget = max(units, min(total, math.floor(cfg.target_retrieval * total + 0.5)))
+    if not cfg.exact_budget:
+        hard = gates.hard(None).cpu()
+    elif cfg.rank_by == "final":
+        hard = gates.hard(budget).cpu()
+    else:
+        hard = select_by_rank(scores.late(), scores.overall(), budget, gates.fixed.cpu())
+    hard = hard.repeat_interleave(group, dim=1)  # [L, H]
     meta = {
         "training": asdict(cfg),
         "final": history[-1] if history else {},
@@ -366,4 +425,10 @@ def train_head_roles(
         "length": length,
     }
     role_map = RoleMap(tuple(tuple(bool(x) for x in row) for row in hard.tolist()), fp, meta)
-    return RoleTrainingResult(role_map=role_map, gates=gates, history=history)
+    return RoleTrainingResult(
+        role_map=role_map,
+        gates=gates,
+        history=history,
+        score_late=scores.late(),
+        score_overall=scores.overall(),
+    )
