@@ -149,3 +149,68 @@ def test_local_backend_merges_an_adapter_on_request(tmp_path) -> None:
     with pytest.raises(AdapterError, match="fingerprint"):
         LocalBackend(other, tok, adapter=tmp_path / "ad")
     assert LocalBackend(copy.deepcopy(base), tok).adapter is None
+
+
+def test_memagent_config_comes_from_the_adapter(tmp_path) -> None:
+    from lc_agents.adapters import adapter_memagent_config
+
+    save_adapter(
+        lora(tiny_llama()), tmp_path / "ad", extra={"chunk_tokens": 96, "memory_tokens": 40}
+    )
+    cfg = adapter_memagent_config(tmp_path / "ad")
+    assert (cfg.chunk_tokens, cfg.memory_tokens) == (96, 40)
+    assert (cfg.memory_mode, cfg.copy_memory, cfg.copy_answer) == ("generate", False, False)
+    save_adapter(lora(tiny_llama()), tmp_path / "plain", extra={"chunk_tokens": 96})
+    with pytest.raises(AdapterError, match="records no MemAgent sizes"):
+        adapter_memagent_config(tmp_path / "plain")
+
+
+def test_cli_ask_with_an_adapter(tmp_path) -> None:
+    """``ask --adapter`` merges the adapter into the local model and prompts at its sizes."""
+    from typer.testing import CliRunner
+
+    from lc_agents.cli import app
+    from lc_agents.models import load_model
+
+    model, tok = load_model(str(_tiny_dir(tmp_path)))
+    save_adapter(lora(model), tmp_path / "ad", extra={"chunk_tokens": 32, "memory_tokens": 8})
+    doc = tmp_path / "doc.txt"
+    doc.write_text("The river gauge read 5471234 on Monday. " * 12, encoding="utf-8")
+    runner = CliRunner()
+    args = ["ask", str(doc), "-q", "What did the gauge read?", "--adapter", str(tmp_path / "ad")]
+    r = runner.invoke(app, [*args, "--model", str(tmp_path / "tiny")])
+    assert r.exit_code == 0, r.output
+    n_tokens = len(tok.encode(doc.read_text(), add_special_tokens=False))
+    assert f"in {-(-n_tokens // 32)} chunks" in r.output  # the adapter's chunk size
+    r = runner.invoke(app, [*args, "--endpoint", "http://127.0.0.1:9/v1", "--model", "m"])
+    assert r.exit_code == 2
+    assert "cannot apply to --endpoint" in r.output
+    save_adapter(
+        lora(tiny_llama()), tmp_path / "other", extra={"chunk_tokens": 32, "memory_tokens": 8}
+    )
+    args[-1] = str(tmp_path / "other")  # trained on another base model
+    r = runner.invoke(app, [*args, "--model", str(tmp_path / "tiny")])
+    assert r.exit_code == 1
+    assert "fingerprint" in r.output
+    assert "Traceback" not in r.output
+
+
+def _tiny_dir(tmp_path):
+    """A saved one-layer random Llama with the embedded tokenizer (loadable by path)."""
+    from lc_agents.models import load_tokenizer
+
+    tok = load_tokenizer()
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=1024,
+        eos_token_id=tok.eos_token_id,
+    )
+    LlamaForCausalLM(cfg).save_pretrained(tmp_path / "tiny")
+    tok.save_pretrained(tmp_path / "tiny")
+    return tmp_path / "tiny"

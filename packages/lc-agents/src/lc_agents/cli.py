@@ -38,26 +38,50 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def build_backend(endpoint: str | None, model: str | None, api_key: str | None = None) -> Any:
+def build_backend(
+    endpoint: str | None,
+    model: str | None,
+    api_key: str | None = None,
+    adapter: str | None = None,
+) -> Any:
     """The chat backend chosen on the command line (local embedded model by default)."""
     if endpoint:
         from lc_agents.backends.openai_http import OpenAICompatibleBackend
 
         if not model:
             raise typer.BadParameter("--endpoint needs --model NAME", param_hint="--model")
+        if adapter:
+            raise typer.BadParameter(
+                "--adapter is merged into the local model; it cannot apply to --endpoint",
+                param_hint="--adapter",
+            )
         return OpenAICompatibleBackend(endpoint, model, api_key=api_key, max_retries=2)
     from lc_agents.backends.local import LocalBackend
 
-    return LocalBackend(model)
+    return LocalBackend(model, adapter=adapter)
 
 
-def build_config(chunk_tokens: int | None, memory_tokens: int | None, plain: bool) -> Any:
-    """MemAgent config from the CLI options (defaults tuned for the embedded model)."""
+def build_config(
+    chunk_tokens: int | None,
+    memory_tokens: int | None,
+    plain: bool,
+    adapter: str | None = None,
+) -> Any:
+    """MemAgent config from the CLI options (defaults tuned for the embedded model).
+
+    With an ``adapter``, the agent prompts in free text at the chunk and memory sizes the
+    adapter was trained with (:func:`lc_agents.adapters.adapter_memagent_config`).
+    """
     from dataclasses import replace
 
     from lc_agents.memagent import MemAgentConfig
 
-    cfg = MemAgentConfig.plain() if plain else MemAgentConfig()
+    if adapter:
+        from lc_agents.adapters import adapter_memagent_config
+
+        cfg = adapter_memagent_config(adapter)
+    else:
+        cfg = MemAgentConfig.plain() if plain else MemAgentConfig()
     if chunk_tokens is not None:
         cfg = replace(cfg, chunk_tokens=chunk_tokens)
     if memory_tokens is not None:
@@ -100,6 +124,14 @@ def ask(
     plain: Annotated[
         bool, typer.Option("--plain", help="Plain prompting, no copy-constrained decoding.")
     ] = False,
+    adapter: Annotated[
+        str | None,
+        typer.Option(
+            help="LoRA adapter merged into the local model: a shipped name "
+            "(e.g. memagent-smollm2) or a folder. Implies plain prompting at the adapter's "
+            "chunk and memory sizes."
+        ),
+    ] = None,
     show_memory: Annotated[
         bool, typer.Option("--show-memory", help="Print the memory after every chunk.")
     ] = False,
@@ -124,7 +156,7 @@ def ask(
         if demo:
             if file is not None:
                 raise _fail("give either FILE or --demo, not both", 2)
-            backend = build_backend(endpoint, model, api_key)
+            backend = build_backend(endpoint, model, api_key, adapter)
             document, question, expected = _demo_item(backend, demo_length, seed)
         else:
             if file is None:
@@ -134,11 +166,13 @@ def ask(
             from lc_agents.documents import read_document
 
             document = read_document(file)
-            backend = build_backend(endpoint, model, api_key)
+            backend = build_backend(endpoint, model, api_key, adapter)
         from lc_agents.memagent import MemAgent
 
         agent = MemAgent(
-            backend, build_config(chunk_tokens, memory_tokens, plain), tokenizer=_tok(tokenizer)
+            backend,
+            build_config(chunk_tokens, memory_tokens, plain, adapter),
+            tokenizer=_tok(tokenizer),
         )
         out.print(f"[bold]Question:[/] {question}", highlight=False)
         result = agent.run(document, question, checkpoint=checkpoint, progress=True)
@@ -232,6 +266,14 @@ def serve(
     plain: Annotated[
         bool, typer.Option("--plain", help="Plain prompting, no copy-constrained decoding.")
     ] = False,
+    adapter: Annotated[
+        str | None,
+        typer.Option(
+            help="LoRA adapter merged into the local model: a shipped name "
+            "(e.g. memagent-smollm2) or a folder. Implies plain prompting at the adapter's "
+            "chunk and memory sizes."
+        ),
+    ] = None,
     tokenizer: Annotated[
         str | None,
         typer.Option(help="Tokenizer directory counting chunk tokens for --endpoint runs."),
@@ -243,9 +285,11 @@ def serve(
     from lc_agents.server import create_app
 
     try:
-        backend = build_backend(endpoint, model, api_key)
+        backend = build_backend(endpoint, model, api_key, adapter)
         app_ = create_app(
-            backend, build_config(chunk_tokens, memory_tokens, plain), tokenizer=_tok(tokenizer)
+            backend,
+            build_config(chunk_tokens, memory_tokens, plain, adapter),
+            tokenizer=_tok(tokenizer),
         )
     except AgentError as exc:
         raise _fail(str(exc)) from None

@@ -39,6 +39,7 @@ from lc_agents.errors import AgentError
 __all__ = [
     "ADAPTER_FORMAT",
     "AdapterError",
+    "adapter_memagent_config",
     "adapter_path",
     "available_adapters",
     "load_adapter",
@@ -187,6 +188,41 @@ def _fingerprint_unmerged(base: Any, pairs: dict[str, Any]) -> str:
     return model_fingerprint(base)
 
 
+def _read_config(path: pathlib.Path) -> dict[str, Any]:
+    try:
+        config = json.loads((path / _CONFIG).read_text())
+    except json.JSONDecodeError as exc:
+        raise AdapterError(f"{path / _CONFIG} is not valid JSON: {exc}") from exc
+    if config.get("format") != ADAPTER_FORMAT:
+        raise AdapterError(
+            f"{path / _CONFIG}: format {config.get('format')!r}, expected {ADAPTER_FORMAT!r}"
+        )
+    return config
+
+
+def adapter_memagent_config(adapter: str | os.PathLike[str]) -> Any:
+    """The :class:`~lc_agents.memagent.MemAgentConfig` a MemAgent adapter was trained for.
+
+    A memory-writer adapter records its ``chunk_tokens`` and ``memory_tokens`` in
+    ``adapter.json`` (``extra``); the agent must prompt it the same way: free text
+    (:meth:`~lc_agents.memagent.MemAgentConfig.plain`) at those sizes.
+
+    Raises:
+        AdapterError: no such adapter, or it records no MemAgent sizes.
+    """
+    from lc_agents.memagent import MemAgentConfig
+
+    path = adapter_path(adapter)
+    extra = _read_config(path).get("extra", {})
+    sizes = {k: extra.get(k) for k in ("chunk_tokens", "memory_tokens")}
+    if not all(isinstance(v, int) and v > 0 for v in sizes.values()):
+        raise AdapterError(
+            f"adapter {str(adapter)!r} records no MemAgent sizes (extra.chunk_tokens and "
+            f"extra.memory_tokens in {_CONFIG}); it is not a MemAgent memory-writer adapter"
+        )
+    return MemAgentConfig.plain(**sizes)
+
+
 def load_adapter(adapter: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(config, tensors)`` of an adapter (a shipped name or a folder).
 
@@ -196,14 +232,7 @@ def load_adapter(adapter: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[
     from safetensors.torch import load_file
 
     path = adapter_path(adapter)
-    try:
-        config = json.loads((path / _CONFIG).read_text())
-    except json.JSONDecodeError as exc:
-        raise AdapterError(f"{path / _CONFIG} is not valid JSON: {exc}") from exc
-    if config.get("format") != ADAPTER_FORMAT:
-        raise AdapterError(
-            f"{path / _CONFIG}: format {config.get('format')!r}, expected {ADAPTER_FORMAT!r}"
-        )
+    config = _read_config(path)
     if not (path / _WEIGHTS).is_file():
         raise AdapterError(f"adapter {str(path)!r} has no {_WEIGHTS}")
     tensors = load_file(str(path / _WEIGHTS))
