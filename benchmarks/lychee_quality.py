@@ -97,6 +97,7 @@ def main() -> None:
         raise SystemExit("--n takes one value or one per length")
     for length, n in zip(args.lengths, counts, strict=True):
         stats: dict[str, dict[str, float]] = {}
+        misses: dict[str, list[int]] = {}  # seeds of the items each variant missed
         for seed in tqdm(range(n), desc=f"len {length}"):
             ids, answers = task_ids(tok, "niah_single", length, seed=5000 + seed, prefix=True)
             cache = PreallocatedCache(config=model.config, capacity=ids.shape[1] + args.steps)
@@ -108,6 +109,8 @@ def main() -> None:
             s = stats.setdefault("full", {"hits": 0, "agree": 0.0})
             s["hits"] += int(answers[0] in ref_text)
             s["agree"] += 1.0
+            if answers[0] not in ref_text:
+                misses.setdefault("full", []).append(5000 + seed)
             forced = torch.cat([last, ref[:, :-1]], dim=1)[:, 1:]
             for k in args.topk:
                 for name, rm in variants.items():
@@ -119,12 +122,17 @@ def main() -> None:
                     finally:
                         disable_lychee(model)
                     s = stats.setdefault(key, {"hits": 0, "agree": 0.0})
-                    s["hits"] += int(answers[0] in tok.decode(gen[0], skip_special_tokens=True))
+                    hit = answers[0] in tok.decode(gen[0], skip_special_tokens=True)
+                    s["hits"] += int(hit)
+                    if not hit:
+                        misses.setdefault(key, []).append(5000 + seed)
                     s["agree"] += float((tf == ref).float().mean())
         row = {"length": length, "tokens": int(ids.shape[1]), "n": n}
         for key, s in stats.items():
             row[f"acc_{key}"] = s["hits"] / n
             row[f"agree_{key}"] = s["agree"] / n
+        for key in stats:
+            row[f"missed_{key}"] = misses.get(key, [])
         full_hits = stats["full"]["hits"]
         for key, s in stats.items():
             if key != "full":
