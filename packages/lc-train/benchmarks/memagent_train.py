@@ -123,6 +123,11 @@ def lora_model(model):
     return get_peft_model(model, LoraConfig(lora_dropout=0.0, bias="none", **LORA))
 
 
+def label(args, stage: str) -> str:
+    """Name of a trained stage in checkpoints and results: ``sft``, or ``sft+<variant>``."""
+    return f"{stage}+{args.variant}" if args.variant and stage in ("sft", "dapo") else stage
+
+
 def ckpt_path(args, stage: str) -> pathlib.Path:
     return pathlib.Path(args.workdir).expanduser() / f"{stage}.pt"
 
@@ -150,7 +155,8 @@ def cmd_eval(args) -> None:
 
     torch.set_num_threads(args.threads)
     copy = args.weights == "copy"
-    model, tok = load_stage(args, "base" if copy else args.weights)
+    weights = label(args, args.weights)
+    model, tok = load_stage(args, "base" if copy else weights)
     merged = model.merge_and_unload()
     backend = LocalBackend(merged, tok)
     agent = MemAgent(backend, agent_config(args, copy=copy))
@@ -163,7 +169,7 @@ def cmd_eval(args) -> None:
 
     for length in args.lengths:
         for task in args.tasks:
-            key = f"{task}/{length}/{args.weights}"
+            key = f"{task}/{length}/{weights}"
             row = data["eval"].setdefault(key, {"answers": []})
             todo = items(task, args.items, length, EVAL_SEED, tok)
             done = {a["id"] for a in row["answers"]}
@@ -171,8 +177,11 @@ def cmd_eval(args) -> None:
                 if item.id in done:
                     continue
                 t0 = time.perf_counter()
+                memory = ""
                 try:
-                    answer = agent.run(item.context, item.question).answer
+                    result = agent.run(item.context, item.question)
+                    answer = result.answer
+                    memory = result.memory
                 except Exception as exc:  # empty answer: counted wrong
                     answer = f"<error: {type(exc).__name__}>"
                 ok = lc_evals.score(item, answer) == 1.0
@@ -181,6 +190,7 @@ def cmd_eval(args) -> None:
                         "id": item.id,
                         "expected": list(item.answers),
                         "answer": answer,
+                        "final_memory": memory,
                         "ok": ok,
                         "seconds": round(time.perf_counter() - t0, 2),
                     }
@@ -199,7 +209,7 @@ def summarize(row: dict) -> None:
 # ----------------------------------------------------------------------------- sft
 def sft_pool(args, tok) -> list:
     """Oracle turns of the training items (seeds disjoint from EVAL_SEED)."""
-    from lc_train.rl.traces import oracle_turns
+    from lc_train.rl.traces import oracle_turns, relevant_facts
 
     cfg = agent_config(args)
     rng = random.Random(args.seed)
@@ -220,6 +230,14 @@ def sft_pool(args, tok) -> list:
             keeps = [t for t in updates if t not in kept]
             # every fact-writing update, the answer, and one keep ("none") update per item
             pool.extend(kept)
+            if args.hard_negatives:
+                # and every keep update whose chunk shows a needle that does not answer
+                # the question (a distractor key): "none" is the right reply there too
+                facts = set(relevant_facts(it))
+                others = [n for n in it.metadata.get("needles", []) if n not in facts]
+                hard = [t for t in keeps if any(n in tok.decode(t.prompt_ids) for n in others)]
+                pool.extend(hard)
+                keeps = [t for t in keeps if t not in hard]
             if keeps:
                 pool.append(rng.choice(keeps))
             pool.append(turns[-1])
@@ -237,17 +255,31 @@ def cmd_sft(args) -> None:
     torch.manual_seed(args.seed)
     model, tok = load_stage(args, "base")
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr)
-    path = ckpt_path(args, "sft")
+    name = label(args, "sft")
+    path = ckpt_path(args, name)
     start = 0
     if path.exists():
         start = load_checkpoint(path, model, opt)["step"]
+    elif args.from_stage:  # a variant continuing another run (weights, optimizer, step)
+        start = load_checkpoint(ckpt_path(args, args.from_stage), model, opt)["step"]
     pool = sft_pool(args, tok)
     data = load_json(RESULTS)
-    log = data.setdefault("sft", {"loss": []})
+    log = data.setdefault(name, {"loss": []})
+    if args.from_stage and not path.exists():
+        log["from_stage"] = args.from_stage
+        log["loss"] = data.get(args.from_stage, {}).get("loss", [])[:start]
     log["loss"] = log["loss"][:start]
-    log.update(pool_turns=len(pool), lr=args.lr, batch=args.batch, lora=LORA)
+    log.update(
+        pool_turns=len(pool),
+        lr=args.lr,
+        batch=args.batch,
+        lora=LORA,
+        train_items=args.train_items,
+        train_length=args.train_length,
+        hard_negatives=args.hard_negatives,
+    )
     bar = tqdm(
-        range(start, args.steps), desc="sft", file=sys.stderr, initial=start, total=args.steps
+        range(start, args.steps), desc=name, file=sys.stderr, initial=start, total=args.steps
     )
     for step in bar:
         idx = [(step * args.batch + i) % len(pool) for i in range(args.batch)]
@@ -258,7 +290,7 @@ def cmd_sft(args) -> None:
         bar.set_postfix(loss=f"{stats['loss']:.3f}")
         if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
             save_checkpoint(path, model, opt, step=step + 1)
-            save_json(RESULTS, data, "sft")
+            save_json(RESULTS, data, name)
 
 
 # ----------------------------------------------------------------------------- dapo
@@ -335,71 +367,99 @@ def cmd_dapo(args) -> None:
 def cmd_export(args) -> None:
     from lc_agents.adapters import save_adapter
 
-    model, _tok = load_stage(args, args.weights)
+    model, _tok = load_stage(args, label(args, args.weights))
     save_adapter(
         model,
         ADAPTER_DIR,
         description=(
             "MemAgent memory-update/answer LoRA for SmolLM2-135M-Instruct "
-            f"(stage {args.weights}, chunk {args.chunk}, memory {args.memory} tokens)"
+            f"(stage {label(args, args.weights)}, chunk {args.chunk}, memory {args.memory} tokens)"
         ),
-        extra={"chunk_tokens": args.chunk, "memory_tokens": args.memory, "stage": args.weights},
+        extra={
+            "chunk_tokens": args.chunk,
+            "memory_tokens": args.memory,
+            "stage": label(args, args.weights),
+        },
     )
     print("wrote", ADAPTER_DIR)
 
 
 # ----------------------------------------------------------------------------- plot
 def cmd_plot(args) -> None:
+    """Accuracy against document length per task (a line per stage), SFT loss, DAPO reward."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     data = load_json(RESULTS)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     rows = data.get("eval", {})
-    stages = ["copy", "base", "sft", "dapo"]
-    groups = sorted({k.rsplit("/", 1)[0] for k in rows})
-    width = 0.8 / len(stages)
-    for s_i, stage in enumerate(stages):
-        xs, ys, lo, hi = [], [], [], []
-        for g_i, g in enumerate(groups):
-            row = rows.get(f"{g}/{stage}")
-            if not row or not row.get("n"):
+    tasks = [t for t in TASKS if any(k.startswith(t + "/") for k in rows)]
+    fig, axes = plt.subplots(2, max(len(tasks), 2), figsize=(5 * max(len(tasks), 2), 8))
+    for ax, task in zip(axes[0], tasks):
+        found = sorted({k.split("/")[2] for k in rows} - {"copy", "base", "sft", "dapo"})
+        markers = [("copy", "s"), ("base", "o"), ("sft", "^"), ("dapo", "v")]
+        for stage, marker in markers + [(f, "D") for f in found]:
+            pts = sorted(
+                (int(k.split("/")[1]), r)
+                for k, r in rows.items()
+                if k.startswith(task + "/") and k.endswith("/" + stage) and r.get("n")
+            )
+            if not pts:
                 continue
-            xs.append(g_i + (s_i - 1.5) * width)
-            ys.append(row["accuracy"])
-            lo.append(row["accuracy"] - row["ci95"][0])
-            hi.append(row["ci95"][1] - row["accuracy"])
-        if xs:
-            axes[0].bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=stage)
-    axes[0].set_xticks(range(len(groups)), [g.replace("/", "\n") for g in groups], fontsize=8)
-    axes[0].set_ylabel("accuracy (95% Wilson CI)")
-    axes[0].set_title("held-out MemAgent accuracy")
-    axes[0].legend(fontsize=8)
-    loss = data.get("sft", {}).get("loss", [])
-    axes[1].plot(range(1, len(loss) + 1), loss)
-    axes[1].set_xlabel("SFT step")
-    axes[1].set_ylabel("token NLL")
-    axes[1].set_title("SFT on oracle turns")
+            xs = [x for x, _ in pts]
+            ys = [r["accuracy"] for _, r in pts]
+            err = [
+                [r["accuracy"] - r["ci95"][0] for _, r in pts],
+                [r["ci95"][1] - r["accuracy"] for _, r in pts],
+            ]
+            name = {"copy": "lc-agents default (score, base weights)"}.get(stage, stage)
+            ax.errorbar(xs, ys, yerr=err, marker=marker, capsize=3, label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_xlabel("document tokens")
+        ax.set_ylabel("accuracy (95% Wilson CI)")
+        ax.set_title(f"held-out {task}")
+        ax.legend(fontsize=7)
+    for ax in axes[0][len(tasks) :]:
+        ax.axis("off")
+    for name in sorted(k for k in data if k == "sft" or k.startswith("sft+")):
+        loss = data[name].get("loss", [])
+        first = (
+            len(data.get(data[name].get("from_stage", ""), {}).get("loss", []))
+            if name != "sft"
+            else 0
+        )
+        first = min(first, len(loss))
+        xs = range(first + 1, len(loss) + 1)
+        axes[1][0].plot(xs, loss[first:], lw=0.8, alpha=0.4, label=f"{name} per step")
+        if len(loss) >= 10:
+            smooth = [sum(loss[i - 9 : i + 1]) / 10 for i in range(max(first, 9), len(loss))]
+            axes[1][0].plot(
+                range(max(first, 9) + 1, len(loss) + 1), smooth, label=f"{name} mean of 10"
+            )
+    axes[1][0].set_xlabel("SFT step")
+    axes[1][0].set_ylabel("token NLL of the completions")
+    axes[1][0].set_title("SFT on oracle turns")
+    axes[1][0].legend(fontsize=8)
     steps = data.get("dapo", {}).get("steps", [])
     if steps:
         mean_r = [
             sum(sum(g) for g in s["rewards"]) / max(1, sum(len(g) for g in s["rewards"]))
             for s in steps
         ]
-        axes[2].plot([s["step"] for s in steps], mean_r, marker="o", label="mean reward")
-        axes[2].plot(
-            [s["step"] for s in steps],
-            [s.get("clip_frac", 0.0) for s in steps],
-            marker="x",
-            label="clip fraction",
+        xs = [s["step"] for s in steps]
+        axes[1][1].plot(xs, mean_r, marker="o", label="mean reward of the drawn groups")
+        axes[1][1].plot(
+            xs, [s.get("clip_frac", 0.0) for s in steps], marker="x", label="clip fraction"
         )
-        axes[2].legend(fontsize=8)
-    axes[2].set_xlabel("DAPO step")
-    axes[2].set_title("DAPO rollouts")
+        axes[1][1].legend(fontsize=8)
+    axes[1][1].set_xlabel("DAPO step")
+    axes[1][1].set_title("multi-conversation DAPO")
+    for ax in axes[1][2:]:
+        ax.axis("off")
     fig.tight_layout()
-    fig.savefig(OUT / "memagent_train.png", dpi=120)
+    fig.savefig(OUT / "memagent_train.png", dpi=110)
     print("wrote", OUT / "memagent_train.png")
 
 
@@ -409,6 +469,16 @@ def main() -> None:
     )
     p.add_argument("stage", choices=["eval", "sft", "dapo", "export", "plot"])
     p.add_argument("--weights", default="base", choices=["base", "sft", "dapo", "copy"])
+    p.add_argument(
+        "--variant",
+        default="",
+        help="name of a variant run: its sft/dapo checkpoints and results are 'sft+NAME'",
+    )
+    p.add_argument(
+        "--from-stage",
+        default="",
+        help="sft with --variant: start from this stage's checkpoint (e.g. sft)",
+    )
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     p.add_argument("--lengths", nargs="+", type=int, default=[2048])
     p.add_argument("--items", type=int, default=6, help="evaluation items per task and length")
@@ -416,6 +486,11 @@ def main() -> None:
     p.add_argument("--memory", type=int, default=96)
     p.add_argument("--train-length", type=int, default=1024)
     p.add_argument("--train-items", type=int, default=40, help="SFT items per task")
+    p.add_argument(
+        "--hard-negatives",
+        action="store_true",
+        help="SFT pool: add every 'none' update whose chunk shows a distractor needle",
+    )
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--micro", type=int, default=2)
