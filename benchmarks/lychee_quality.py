@@ -32,15 +32,20 @@ from lc_attention.lychee import PreallocatedCache, RoleMap, disable_lychee, enab
 
 
 def random_roles(rm: RoleMap, seed: int) -> RoleMap:
-    """Same number of retrieval heads as ``rm`` (layer 0 kept), placed at random."""
+    """Same number of retrieval heads as ``rm`` (layer 0 kept), placed at random; when
+    ``rm`` consists of whole KV groups, the same number of whole groups at random (so
+    the same number of KV heads is read)."""
     rng = random.Random(seed)
     h = rm.num_heads
-    free = [(layer, i) for layer in range(1, rm.num_layers) for i in range(h)]
-    keep = set(rng.sample(free, rm.num_retrieval - h))
+    kv = rm.fingerprint.get("num_kv_heads")
+    g = h // kv if kv and kv < h and rm.expand_to_kv_groups() == rm else 1
+    free = [(layer, i) for layer in range(1, rm.num_layers) for i in range(0, h, g)]
+    keep = set(rng.sample(free, (rm.num_retrieval - h) // g))
     rows = [[True] * h] + [
-        [(layer, i) in keep for i in range(h)] for layer in range(1, rm.num_layers)
+        [(layer, i - i % g) in keep for i in range(h)] for layer in range(1, rm.num_layers)
     ]
-    return RoleMap(tuple(tuple(r) for r in rows), rm.fingerprint, {"random_seed": seed})
+    meta = {"random_seed": seed, "whole_groups": g > 1}
+    return RoleMap(tuple(tuple(r) for r in rows), rm.fingerprint, meta)
 
 
 def _decode(model, cache, first: torch.Tensor, steps: int, forced: torch.Tensor | None = None):
