@@ -294,3 +294,45 @@ def test_role_training_rejects_bad_input(llama) -> None:
         train_head_roles(llama, [torch.arange(40), torch.arange(30)], progress=False)
     with pytest.raises(ValueError, match="target_retrieval must be in"):
         RoleTrainingConfig(target_retrieval=0.0)
+
+
+def _gemma3(layer_types: list[str]) -> torch.nn.Module:
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(0)
+    cfg = Gemma3TextConfig(
+        vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=len(layer_types),
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=16,
+        layer_types=layer_types, max_position_embeddings=1024, eos_token_id=None,
+        attn_implementation="sdpa",
+    )  # fmt: skip
+    return Gemma3ForCausalLM(cfg).eval()
+
+
+def test_role_training_on_gemma3_pins_sliding_layers_and_matches_dense() -> None:
+    # one full-attention layer (the first hybrid one): every gate is pinned, so the
+    # training forward must reproduce the dense model, sliding windows (16 < 40) included
+    pinned = _gemma3(["sliding_attention", "full_attention", "sliding_attention"])
+    seqs = _ids(48, seed=7, batch=2)
+    cfg = RoleTrainingConfig(topk=8, decode_len=8, target_retrieval=1.0, steps=2)
+    res = train_head_roles(pinned, seqs, cfg, progress=False)
+    assert all(h["distill"] < 1e-8 for h in res.history)
+    assert res.role_map.num_retrieval == 12
+    # two full layers, KV-head gates: 6 KV-head units, 4 pinned (sliding + first
+    # hybrid), budget 5 keeps exactly one of the last layer's two KV heads
+    model = _gemma3(["full_attention", "sliding_attention", "full_attention"])
+    cfg = RoleTrainingConfig(
+        topk=8, decode_len=8, target_retrieval=5 / 6, steps=6, gate_unit="kv_head"
+    )
+    rm = train_head_roles(model, seqs, cfg, progress=False).role_map
+    assert all(rm.layer(0))
+    assert all(rm.layer(1))
+    assert sum(rm.layer(2)) == 2
+    assert rm.layer(2)[0] == rm.layer(2)[1]
+    with pytest.raises(ValueError, match="fewer than the 4 KV heads pinned"):
+        train_head_roles(
+            model, seqs, RoleTrainingConfig(topk=8, decode_len=8, target_retrieval=0.5,
+                                            gate_unit="kv_head"), progress=False,
+        )  # fmt: skip
+    with enable_lychee(model, rm, topk=8):
+        assert _gen(model, _ids(60), n=3).sequences.shape == (1, 63)

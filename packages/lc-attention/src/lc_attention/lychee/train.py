@@ -174,6 +174,7 @@ class _TrainLayer:
     first: bool
     carry: _Carry
     z: torch.Tensor | None = None  # [HQ] gate sample of this step
+    window: int | None = None  # sliding-window layer: dense attention over this window
 
 
 def lychee_train_attention(
@@ -210,8 +211,13 @@ def lychee_train_attention(
     logits = torch.matmul(query, kx.transpose(-1, -2)).float() * scale  # [B, HQ, n, T]
     rows = torch.arange(t - n, t, device=query.device).view(n, 1)
     cols = torch.arange(t, device=query.device).view(1, t)
-    logits = logits.masked_fill(cols > rows, float("-inf"))
+    masked = cols > rows
+    if plan.window is not None:  # a sliding layer sees its last `window` positions
+        masked = masked | (cols <= rows - plan.window)
+    logits = logits.masked_fill(masked, float("-inf"))
     full = torch.matmul(torch.softmax(logits, dim=-1).to(vx.dtype), vx)
+    if plan.window is not None:  # stays dense and leaves the carried token set alone
+        return full.transpose(1, 2).contiguous(), None
     own = torch.topk(logits.detach(), plan.topk, dim=-1, sorted=False).indices
     if plan.first or plan.carry.indices is None:
         out = full
@@ -275,8 +281,9 @@ def train_head_roles(
     """Learn which heads stay retrieval heads, by distillation against full attention.
 
     Args:
-        model: a loaded decoder-only transformers model (Llama family; sliding-window
-            layers are not supported here), attention implementation ``"sdpa"`` or
+        model: a loaded decoder-only transformers model (Llama family, or Gemma-3
+            whose sliding-window layers stay dense and keep pinned retrieval gates, so
+            only its full-attention layers get learned roles), attention implementation ``"sdpa"`` or
             ``"eager"``; its weights are frozen during training and left unchanged.
         sequences: calibration token ids, ``[N, L]`` or a list of equal-length 1-D
             tensors, with ``L - decode_len >= topk``.
@@ -288,7 +295,8 @@ def train_head_roles(
 
     Raises:
         ValueError: bad sequences, a prefix shorter than ``topk``, a budget below the
-            first layer's share of heads, or a model with sliding-window layers.
+            pinned units' share (the first hybrid layer's heads, and every head of a
+            sliding-window layer).
     """
     from transformers import DynamicCache
 
@@ -306,22 +314,28 @@ def train_head_roles(
     group = num_heads // fp["num_kv_heads"] if cfg.gate_unit == "kv_head" else 1
     units = num_heads // group  # gates per layer
     total = num_layers * units
-    if cfg.target_retrieval * total < units:
-        unit_name = "KV heads" if cfg.gate_unit == "kv_head" else "heads"
-        raise ValueError(
-            f"target_retrieval={cfg.target_retrieval} keeps fewer than the {units} {unit_name} "
-            f"of the first layer (minimum {units / total:.4f})"
-        )
     mods = sorted(_attention_modules(model), key=lambda m: int(m.layer_idx))  # type: ignore[arg-type]
-    if any(getattr(m, "sliding_window", None) for m in mods):
-        raise ValueError("role training supports models without sliding-window layers")
+    windows = [getattr(m, "sliding_window", None) or None for m in mods]
+    if all(w is not None for w in windows):
+        raise ValueError("the model has no full-attention layer to learn roles for")
+    first = windows.index(None)  # the first hybrid layer: all retrieval
+    # pinned to retrieval: the first hybrid layer and every sliding layer (kept dense)
+    fixed = torch.tensor([[i == first or w is not None] * units for i, w in enumerate(windows)])
+    n_fixed = int(fixed.sum())
+    if cfg.target_retrieval * total < n_fixed:
+        unit_name = "KV heads" if cfg.gate_unit == "kv_head" else "heads"
+        where = "of the first layer" if n_fixed == units else "pinned (first hybrid + sliding)"
+        raise ValueError(
+            f"target_retrieval={cfg.target_retrieval} keeps fewer than the {n_fixed} {unit_name} "
+            f"{where} (minimum {n_fixed / total:.4f})"
+        )
     decoder: torch.nn.Module = model.base_model  # type: ignore[assignment]
     device = next(model.parameters()).device
     seqs = seqs.to(device)
 
     gates = HardKumaGates(
         num_layers, units, init_log_a=cfg.init_log_a, init_log_b=cfg.init_log_b,
-        low=cfg.low, high=cfg.high,
+        low=cfg.low, high=cfg.high, fixed=fixed,
     ).to(device)  # fmt: skip
     scores = ScoreAverage((num_layers, units), cfg.steps, cfg.score_from)
     # a short second-moment memory keeps the step size up when a gate nears saturation
@@ -347,7 +361,7 @@ def train_head_roles(
     previous = model.config._attn_implementation  # type: ignore[union-attr]
     grads = [p.requires_grad for p in model.parameters()]
     carry = _Carry()
-    plans = [_TrainLayer(cfg.topk, i == 0, carry) for i in range(num_layers)]
+    plans = [_TrainLayer(cfg.topk, i == first, carry, window=w) for i, w in enumerate(windows)]
     _register()
     try:
         model.eval()
