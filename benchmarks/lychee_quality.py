@@ -8,7 +8,10 @@ sparse variant decodes greedily (its NIAH answer); (3) each variant is teacher-f
 along the reference tokens and its argmax compared with the reference (next-token
 agreement). Variants: the learned role map(s) (``--roles``, one label each in
 ``--name``), and a random role map with the same number of retrieval heads as the first
-one (ablation). Writes ``quality.json`` / ``quality.png``.
+one (ablation). Writes ``quality.json`` / ``quality.png``. ``--model gemma-3-270m``: the
+embedded Gemma-3-270M base model (plain prompt + answer prefix; sliding-window layers
+stay dense), role map ``gemma_3_270m_roles.json`` and ``gemma_3_270m_quality.json`` by
+default.
 
     nice -n 10 uv run python benchmarks/lychee_quality.py --lengths 4096 8192 --n 10
 """
@@ -26,23 +29,37 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from lychee_common import OUT, ROLES, machine, task_ids
+from lychee_common import (
+    OUT,
+    default_roles,
+    full_attention_layers,
+    machine,
+    model_label,
+    task_ids,
+)
 
 from lc_attention.lychee import PreallocatedCache, RoleMap, disable_lychee, enable_lychee
 
 
-def random_roles(rm: RoleMap, seed: int) -> RoleMap:
-    """Same number of retrieval heads as ``rm`` (layer 0 kept), placed at random; when
-    ``rm`` consists of whole KV groups, the same number of whole groups at random (so
-    the same number of KV heads is read)."""
+def random_roles(rm: RoleMap, seed: int, hybrid: list[bool] | None = None) -> RoleMap:
+    """Same number of retrieval heads as ``rm`` (the first hybrid layer kept), placed at
+    random over the later full-attention layers (``hybrid``, default: all layers;
+    sliding-window layers stay all-retrieval rows, run dense); when ``rm`` consists of
+    whole KV groups, the same number of whole groups at random (so the same number of
+    KV heads is read)."""
     rng = random.Random(seed)
     h = rm.num_heads
+    hybrid = hybrid or [True] * rm.num_layers
+    first = hybrid.index(True)
     kv = rm.fingerprint.get("num_kv_heads")
     g = h // kv if kv and kv < h and rm.expand_to_kv_groups() == rm else 1
-    free = [(layer, i) for layer in range(1, rm.num_layers) for i in range(0, h, g)]
-    keep = set(rng.sample(free, (rm.num_retrieval - h) // g))
-    rows = [[True] * h] + [
-        [(layer, i - i % g) in keep for i in range(h)] for layer in range(1, rm.num_layers)
+    free_layers = [layer for layer in range(first + 1, rm.num_layers) if hybrid[layer]]
+    pinned = h * (rm.num_layers - len(free_layers))
+    free = [(layer, i) for layer in free_layers for i in range(0, h, g)]
+    keep = set(rng.sample(free, (rm.num_retrieval - pinned) // g))
+    rows = [
+        [True] * h if layer not in free_layers else [(layer, i - i % g) in keep for i in range(h)]
+        for layer in range(rm.num_layers)
     ]
     meta = {"random_seed": seed, "whole_groups": g > 1}
     return RoleMap(tuple(tuple(r) for r in rows), rm.fingerprint, meta)
@@ -75,26 +92,34 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=16, help="decode steps per item")
     ap.add_argument("--topk", type=int, nargs="+", default=[256])
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--roles", type=pathlib.Path, nargs="+", default=[ROLES])
+    ap.add_argument("--model", default=None, help="lc_agents.models.load_model name")
+    ap.add_argument(
+        "--roles", type=pathlib.Path, nargs="+", default=None, help="role maps (default per model)"
+    )
     ap.add_argument("--name", nargs="+", default=["learned"], help="label of each --roles variant")
     ap.add_argument("--no-ablation", action="store_true", help="skip the random-roles variant")
-    ap.add_argument("--out", type=pathlib.Path, default=OUT / "quality.json")
+    ap.add_argument("--out", type=pathlib.Path, default=None, help="default per model")
     ap.add_argument("--replot", action="store_true", help="only redraw --out's PNG from its JSON")
     args = ap.parse_args()
+    args.roles = args.roles or [default_roles(args.model)]
+    if args.out is None:
+        stem = "quality" if args.model is None else f"{args.model.replace('-', '_')}_quality"
+        args.out = OUT / f"{stem}.json"
     if args.replot:
         replot(args.out)
         return
     torch.set_num_threads(args.threads)
     from lc_agents.models import load_model
 
-    model, tok = load_model()
+    model, tok = load_model(args.model)
     if len(args.name) != len(args.roles):
         raise SystemExit("--name takes one label per --roles file")
     maps = {name: RoleMap.load(path) for name, path in zip(args.name, args.roles, strict=True)}
     learned = next(iter(maps.values()))
+    hybrid = full_attention_layers(model)
     variants = dict(maps)
     if not args.no_ablation:
-        variants["random"] = random_roles(learned, seed=0)
+        variants["random"] = random_roles(learned, seed=0, hybrid=hybrid)
     rows = []
     t_start = time.perf_counter()
     counts = args.n * len(args.lengths) if len(args.n) == 1 else args.n
@@ -106,6 +131,8 @@ def main() -> None:
         for seed in tqdm(range(n), desc=f"len {length}"):
             ids, answers = task_ids(tok, "niah_single", length, seed=5000 + seed, prefix=True)
             cache = PreallocatedCache(config=model.config, capacity=ids.shape[1] + args.steps)
+            if not all(hybrid):  # sliding-window layers keep their past so crop can rewind
+                cache.activate_past_recording()
             with torch.no_grad():
                 model(ids[:, :-1], cache=cache, use_cache=True)
             last = ids[:, -1:]
@@ -152,10 +179,11 @@ def _write(
 ) -> None:
     """Write ``quality.json`` / ``quality.png`` (called after every length)."""
     result = {
-        "model": "SmolLM2-135M-Instruct (embedded GGUF, float32)",
+        "model": model_label(args.model),
         "task": (
             "niah_single (lc_evals.generate, essay haystack, 7-digit values, held-out seeds), "
-            "chat template + RULER answer prefix, greedy"
+            + ("chat template" if args.model is None else "plain prompt")
+            + " + RULER answer prefix, greedy"
         ),
         "roles": {
             name: {

@@ -6,7 +6,9 @@ reference answer, cut to one length; the last ``--decode-len`` tokens (question 
 and answer) are simulated as decode steps. Writes ``smollm2_roles.json`` (the role map)
 and ``train.json`` / ``train.png`` (the training curve) under
 ``docs/benchmarks/lc-attention-lychee/``; with ``--out other.json`` the curve goes to
-``other_train.json`` / ``.png`` beside it.
+``other_train.json`` / ``.png`` beside it. ``--model gemma-3-270m`` trains the embedded
+Gemma-3-270M base model (plain prompts; only its full-attention layers get roles, the
+sliding-window layers stay dense) and writes ``gemma_3_270m_roles.json`` by default.
 
     nice uv run python benchmarks/lychee_train.py --steps 150 --length 1536
 """
@@ -22,7 +24,7 @@ import time
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from lychee_common import ROLES, machine, task_ids
+from lychee_common import ROLES, default_roles, machine, model_label, task_ids
 
 from lc_attention.lychee import RoleTrainingConfig, train_head_roles
 
@@ -66,12 +68,14 @@ def main() -> None:
     ap.add_argument("--score-from", type=float, default=0.5, help="start of the score average")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=pathlib.Path, default=ROLES)
+    ap.add_argument("--model", default=None, help="lc_agents.models.load_model name")
+    ap.add_argument("--out", type=pathlib.Path, default=None, help="role map (default per model)")
     args = ap.parse_args()
+    args.out = args.out or default_roles(args.model)
     torch.set_num_threads(args.threads)
     from lc_agents.models import load_model
 
-    model, tok = load_model()
+    model, tok = load_model(args.model)
     seqs = corpus(tok, args.n, args.length, seed=1000 + args.seed)
     cfg = RoleTrainingConfig(
         topk=args.topk, decode_len=args.decode_len, target_retrieval=args.target,
@@ -89,7 +93,7 @@ def main() -> None:
     p0 = result.gates.p0().detach().cpu()
     p1 = result.gates.p1().detach().cpu()
     summary = {
-        "model": "SmolLM2-135M-Instruct (embedded GGUF, float32)",
+        "model": model_label(args.model),
         "machine": machine(args.threads),
         "config": rm.meta["training"],
         "corpus": rm.meta["corpus"],
