@@ -56,6 +56,25 @@ def test_ask_demo_answers_its_needle(monkeypatch) -> None:
     assert "incorrect" not in result.output
 
 
+def test_shipped_memory_adapter_writes_the_needle_into_memory() -> None:
+    """The trained memory writer (LoRA shipped in lc-agents) on the embedded model."""
+    from typer.testing import CliRunner
+
+    from lc_agents.adapters import adapter_memagent_config, available_adapters
+    from lc_agents.cli import app
+
+    assert "memagent-smollm2" in available_adapters()
+    cfg = adapter_memagent_config("memagent-smollm2")
+    assert (cfg.chunk_tokens, cfg.memory_tokens, cfg.copy_memory) == (256, 96, False)
+    args = ["ask", "--demo", "--demo-length", "1024", "--show-memory"]
+    result = CliRunner().invoke(app, [*args, "--adapter", "memagent-smollm2"])
+    assert result.exit_code == 0, result.output
+    assert "in 4 chunks" in result.output  # the adapter's 256-token chunks
+    assert "[new] 'One of the special magic numbers" in result.output  # free-text memory
+    assert "correct" in result.output
+    assert "incorrect" not in result.output
+
+
 def test_serve_answers_an_openai_client(backend) -> None:
     import uvicorn
     from openai import OpenAI

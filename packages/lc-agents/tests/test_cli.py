@@ -117,6 +117,7 @@ def test_answer_and_memory_trace_over_http(doc, tiny_model_dir) -> None:
     assert "Question: What did the gauge read?" in r.output
     chunks = r.output.count("chunk ")
     assert chunks >= 3
+    assert r.output.count("[new]") + r.output.count("[kept]") == chunks  # printed as text
     assert n_requests == chunks + 1
 
 

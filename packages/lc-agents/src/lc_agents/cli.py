@@ -185,6 +185,7 @@ def ask(
             out.print(
                 f"  chunk {step.chunk_index + 1}/{result.n_chunks} [{tag}] {step.memory!r}",
                 highlight=False,
+                markup=False,  # the tag and the memory's own brackets are text
             )
     if expected is not None:
         out.print(f"[bold]Expected:[/] {' / '.join(expected)}", highlight=False)
