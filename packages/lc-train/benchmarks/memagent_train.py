@@ -23,6 +23,9 @@ under ``--workdir`` (default ``~/.cache/lc-train/memagent``).
     nice -n 10 uv run python packages/lc-train/benchmarks/memagent_train.py dapo --steps 6
     nice -n 10 uv run python packages/lc-train/benchmarks/memagent_train.py eval --weights dapo
     uv run python packages/lc-train/benchmarks/memagent_train.py plot
+
+On a GPU, add ``--device cuda`` and scale up, e.g. ``sft --steps 2000 --train-items 400``,
+``dapo --steps 200 --group 8 --groups 4 --train-length 4096``, ``eval --items 50``.
 """
 
 from __future__ import annotations
@@ -84,6 +87,13 @@ def save_json(path: pathlib.Path, data: dict, section: str, key: str | None = No
         tmp.replace(path)
 
 
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process so far (MiB; Linux reports KiB)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     """Wilson score 95% interval of a binomial proportion."""
     if n == 0:
@@ -137,7 +147,7 @@ def load_stage(args, stage: str):
     from lc_train.rl.trainer import load_checkpoint
 
     model, tok = base_model()
-    model = lora_model(model)
+    model = lora_model(model.to(args.device))
     if stage != "base":
         path = ckpt_path(args, stage)
         if not path.exists():
@@ -160,7 +170,7 @@ def cmd_eval(args) -> None:
     merged = model.merge_and_unload()
     backend = LocalBackend(merged, tok)
     agent = MemAgent(backend, agent_config(args, copy=copy))
-    data = load_json(RESULTS)
+    data = load_json(args.results)
     data["machine"] = args.machine
     data.setdefault("eval", {})
     from tqdm import tqdm
@@ -173,6 +183,9 @@ def cmd_eval(args) -> None:
             row = data["eval"].setdefault(key, {"answers": []})
             todo = items(task, args.items, length, EVAL_SEED, tok)
             done = {a["id"] for a in row["answers"]}
+            if done:  # a rerun refreshes the summary of what is recorded
+                summarize(row)
+                save_json(args.results, data, "eval", key)
             for item in tqdm(todo, desc=key, file=sys.stderr):
                 if item.id in done:
                     continue
@@ -196,13 +209,19 @@ def cmd_eval(args) -> None:
                     }
                 )
                 summarize(row)
-                save_json(RESULTS, data, "eval", key)
+                save_json(args.results, data, "eval", key)
 
 
 def summarize(row: dict) -> None:
+    """Accuracy (all answers found), its Wilson interval, and the mean partial score."""
+    from lc_evals.scorers import contains_all
+
     k = sum(a["ok"] for a in row["answers"])
     n = len(row["answers"])
     row.update(n=n, correct=k, accuracy=k / n if n else 0.0, ci95=wilson(k, n))
+    # fraction of the expected answers found, averaged (variable tracking: chain names)
+    partial = [contains_all(a["answer"], a["expected"]) for a in row["answers"]]
+    row["mean_score"] = round(sum(partial) / n, 4) if n else 0.0
     row["seconds_per_item"] = sum(a["seconds"] for a in row["answers"]) / max(n, 1)
 
 
@@ -263,7 +282,7 @@ def cmd_sft(args) -> None:
     elif args.from_stage:  # a variant continuing another run (weights, optimizer, step)
         start = load_checkpoint(ckpt_path(args, args.from_stage), model, opt)["step"]
     pool = sft_pool(args, tok)
-    data = load_json(RESULTS)
+    data = load_json(args.results)
     log = data.setdefault(name, {"loss": []})
     if args.from_stage and not path.exists():
         log["from_stage"] = args.from_stage
@@ -289,8 +308,9 @@ def cmd_sft(args) -> None:
         log["loss"].append(round(stats["loss"], 4))
         bar.set_postfix(loss=f"{stats['loss']:.3f}")
         if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
+            log["peak_rss_mib"] = peak_rss_mib()
             save_checkpoint(path, model, opt, step=step + 1)
-            save_json(RESULTS, data, name)
+            save_json(args.results, data, name)
 
 
 # ----------------------------------------------------------------------------- dapo
@@ -312,7 +332,7 @@ def cmd_dapo(args) -> None:
         start = load_checkpoint(path, model, opt)["step"]
     cfg = agent_config(args)
     dcfg = DAPOConfig(max_length=args.memory, overlong_cache=args.memory // 4)
-    data = load_json(RESULTS)
+    data = load_json(args.results)
     log = data.setdefault("dapo", {"steps": []})
     log["steps"] = log["steps"][:start]
     log.update(
@@ -323,6 +343,7 @@ def cmd_dapo(args) -> None:
     )
     for step in bar:
         # dynamic sampling: draw groups until `groups` informative ones (or a cap) are found
+        t0 = time.perf_counter()
         groups, drawn, all_rewards = [], 0, []
         draw = 0
         while len(groups) < args.groups and drawn < args.groups * args.max_draw:
@@ -356,29 +377,43 @@ def cmd_dapo(args) -> None:
                 pad_id=tok.eos_token_id,
             )
             entry.update({k: round(v, 4) for k, v in stats.items()}, turns=len(batch.turns))
+        entry.update(seconds=round(time.perf_counter() - t0, 1), peak_rss_mib=peak_rss_mib())
         log["steps"].append(entry)
         flat = [r for g in all_rewards for r in g]
         bar.set_postfix(reward=f"{sum(flat) / max(len(flat), 1):.2f}", kept=len(groups))
         save_checkpoint(path, model, opt, step=step + 1)
-        save_json(RESULTS, data, "dapo")
+        save_json(args.results, data, "dapo")
 
 
 # ----------------------------------------------------------------------------- export
 def cmd_export(args) -> None:
+    """Write the adapter of a stage, with its training settings, for lc-agents to ship."""
     from lc_agents.adapters import save_adapter
+    from lc_agents.models import EMBEDDED_MODEL
 
-    model, _tok = load_stage(args, label(args, args.weights))
+    stage = label(args, args.weights)
+    model, _tok = load_stage(args, stage)
+    data = load_json(args.results)
+    training = {
+        name: {k: v for k, v in data[name].items() if k not in ("loss", "steps")}
+        | {"steps": len(data[name].get("loss", data[name].get("steps", [])))}
+        for name in ("sft", "dapo")
+        if name in data and (name == "sft" or stage.startswith("dapo"))
+    }
     save_adapter(
         model,
         ADAPTER_DIR,
         description=(
             "MemAgent memory-update/answer LoRA for SmolLM2-135M-Instruct "
-            f"(stage {label(args, args.weights)}, chunk {args.chunk}, memory {args.memory} tokens)"
+            f"(stage {stage}, chunk {args.chunk}, memory {args.memory} tokens)"
         ),
+        base_model=EMBEDDED_MODEL,
         extra={
             "chunk_tokens": args.chunk,
             "memory_tokens": args.memory,
-            "stage": label(args, args.weights),
+            "stage": stage,
+            "training": training,
+            "results": "docs/benchmarks/lc-train-rl/memagent_train.json",
         },
     )
     print("wrote", ADAPTER_DIR)
@@ -392,8 +427,10 @@ def cmd_plot(args) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = load_json(RESULTS)
+    data = load_json(args.results)
     rows = data.get("eval", {})
+    for row in rows.values():  # summaries derive from the recorded answers (not saved)
+        summarize(row)
     tasks = [t for t in TASKS if any(k.startswith(t + "/") for k in rows)]
     fig, axes = plt.subplots(2, max(len(tasks), 2), figsize=(5 * max(len(tasks), 2), 8))
     for ax, task in zip(axes[0], tasks):
@@ -459,8 +496,8 @@ def cmd_plot(args) -> None:
     for ax in axes[1][2:]:
         ax.axis("off")
     fig.tight_layout()
-    fig.savefig(OUT / "memagent_train.png", dpi=110)
-    print("wrote", OUT / "memagent_train.png")
+    fig.savefig(args.results.with_suffix(".png"), dpi=110)
+    print("wrote", args.results.with_suffix(".png"))
 
 
 def main() -> None:
@@ -502,8 +539,15 @@ def main() -> None:
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="torch device of the model (cpu, cuda)")
     p.add_argument("--workdir", default="~/.cache/lc-train/memagent")
     p.add_argument("--machine", default="2-core x86_64 CPU (shared)")
+    p.add_argument(
+        "--results",
+        type=pathlib.Path,
+        default=RESULTS,
+        help="results JSON (the plot goes beside it)",
+    )
     args = p.parse_args()
     {"eval": cmd_eval, "sft": cmd_sft, "dapo": cmd_dapo, "export": cmd_export, "plot": cmd_plot}[
         args.stage
