@@ -8,6 +8,7 @@ is the share of contexts whose closest shot is correctly labelled and aligned.
 from __future__ import annotations
 
 import re
+import zlib
 
 import numpy as np
 import pytest
@@ -141,7 +142,8 @@ class PathImages:
     def embed_images(self, images):
         out = []
         for p in images:
-            rng = np.random.default_rng(abs(hash(str(p).rsplit("/", 1)[-1])) % 2**32)
+            # crc32, not hash(): str hashes change with each process (PYTHONHASHSEED)
+            rng = np.random.default_rng(zlib.crc32(str(p).rsplit("/", 1)[-1].encode()))
             v = rng.standard_normal(self.dim)
             out.append(v / np.linalg.norm(v))
         return np.asarray(out, dtype=np.float32)
