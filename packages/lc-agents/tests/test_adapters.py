@@ -36,6 +36,22 @@ def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
     return LlamaForCausalLM(cfg).eval()
 
 
+def tiny_llama_for(tok) -> LlamaForCausalLM:
+    """A one-layer random Llama over the vocabulary of ``tok`` (seed 0)."""
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=1024,
+        eos_token_id=tok.eos_token_id,
+    )
+    return LlamaForCausalLM(cfg).eval()
+
+
 def lora(model: LlamaForCausalLM, seed: int = 1, r: int = 4, alpha: float = 8.0):
     torch.manual_seed(seed)
     cfg = peft.LoraConfig(
@@ -123,16 +139,7 @@ def test_local_backend_merges_an_adapter_on_request(tmp_path) -> None:
     from lc_agents.models import load_tokenizer
 
     tok = load_tokenizer()
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-    )
-    base = LlamaForCausalLM(cfg).eval()
+    base = tiny_llama_for(tok)
     plain = copy.deepcopy(base)
     peft_model = lora(copy.deepcopy(base))
     save_adapter(peft_model, tmp_path / "ad", dtype="float32")
@@ -145,7 +152,7 @@ def test_local_backend_merges_an_adapter_on_request(tmp_path) -> None:
             rtol=1e-4,
             atol=1e-5,
         )
-    other = LlamaForCausalLM(cfg).eval()  # fresh random weights: another base model
+    other = LlamaForCausalLM(base.config).eval()  # fresh random weights: another base model
     with pytest.raises(AdapterError, match="fingerprint"):
         LocalBackend(other, tok, adapter=tmp_path / "ad")
     assert LocalBackend(copy.deepcopy(base), tok).adapter is None
@@ -200,17 +207,6 @@ def _tiny_dir(tmp_path):
     from lc_agents.models import load_tokenizer
 
     tok = load_tokenizer()
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=1024,
-        eos_token_id=tok.eos_token_id,
-    )
-    LlamaForCausalLM(cfg).save_pretrained(tmp_path / "tiny")
+    tiny_llama_for(tok).save_pretrained(tmp_path / "tiny")
     tok.save_pretrained(tmp_path / "tiny")
     return tmp_path / "tiny"

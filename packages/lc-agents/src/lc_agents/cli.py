@@ -38,6 +38,22 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+# MemAgent options shared by `ask` and `serve`
+ChunkTokensOption = Annotated[int | None, typer.Option(min=16, help="Tokens per chunk.")]
+MemoryTokensOption = Annotated[int | None, typer.Option(min=8, help="Memory budget (tokens).")]
+PlainOption = Annotated[
+    bool, typer.Option("--plain", help="Plain prompting, no copy-constrained decoding.")
+]
+AdapterOption = Annotated[
+    str | None,
+    typer.Option(
+        help="LoRA adapter merged into the local model: a shipped name "
+        "(e.g. memagent-smollm2) or a folder. Implies plain prompting at the adapter's "
+        "chunk and memory sizes."
+    ),
+]
+
+
 def build_backend(
     endpoint: str | None,
     model: str | None,
@@ -117,21 +133,10 @@ def ask(
     api_key: Annotated[
         str | None, typer.Option(envvar="OPENAI_API_KEY", help="API key for --endpoint.")
     ] = None,
-    chunk_tokens: Annotated[int | None, typer.Option(min=16, help="Tokens per chunk.")] = None,
-    memory_tokens: Annotated[
-        int | None, typer.Option(min=8, help="Memory budget (tokens).")
-    ] = None,
-    plain: Annotated[
-        bool, typer.Option("--plain", help="Plain prompting, no copy-constrained decoding.")
-    ] = False,
-    adapter: Annotated[
-        str | None,
-        typer.Option(
-            help="LoRA adapter merged into the local model: a shipped name "
-            "(e.g. memagent-smollm2) or a folder. Implies plain prompting at the adapter's "
-            "chunk and memory sizes."
-        ),
-    ] = None,
+    chunk_tokens: ChunkTokensOption = None,
+    memory_tokens: MemoryTokensOption = None,
+    plain: PlainOption = False,
+    adapter: AdapterOption = None,
     show_memory: Annotated[
         bool, typer.Option("--show-memory", help="Print the memory after every chunk.")
     ] = False,
@@ -260,21 +265,10 @@ def serve(
     api_key: Annotated[
         str | None, typer.Option(envvar="OPENAI_API_KEY", help="API key for --endpoint.")
     ] = None,
-    chunk_tokens: Annotated[int | None, typer.Option(min=16, help="Tokens per chunk.")] = None,
-    memory_tokens: Annotated[
-        int | None, typer.Option(min=8, help="Memory budget (tokens).")
-    ] = None,
-    plain: Annotated[
-        bool, typer.Option("--plain", help="Plain prompting, no copy-constrained decoding.")
-    ] = False,
-    adapter: Annotated[
-        str | None,
-        typer.Option(
-            help="LoRA adapter merged into the local model: a shipped name "
-            "(e.g. memagent-smollm2) or a folder. Implies plain prompting at the adapter's "
-            "chunk and memory sizes."
-        ),
-    ] = None,
+    chunk_tokens: ChunkTokensOption = None,
+    memory_tokens: MemoryTokensOption = None,
+    plain: PlainOption = False,
+    adapter: AdapterOption = None,
     tokenizer: Annotated[
         str | None,
         typer.Option(help="Tokenizer directory counting chunk tokens for --endpoint runs."),
