@@ -172,20 +172,20 @@ def test_memagent_config_comes_from_the_adapter(tmp_path) -> None:
         adapter_memagent_config(tmp_path / "plain")
 
 
-def test_cli_ask_with_an_adapter(tmp_path) -> None:
+def test_cli_ask_with_an_adapter(tmp_path, tiny_model_dir) -> None:
     """``ask --adapter`` merges the adapter into the local model and prompts at its sizes."""
     from typer.testing import CliRunner
 
     from lc_agents.cli import app
     from lc_agents.models import load_model
 
-    model, tok = load_model(str(_tiny_dir(tmp_path)))
+    model, tok = load_model(str(tiny_model_dir))
     save_adapter(lora(model), tmp_path / "ad", extra={"chunk_tokens": 32, "memory_tokens": 8})
     doc = tmp_path / "doc.txt"
     doc.write_text("The river gauge read 5471234 on Monday. " * 12, encoding="utf-8")
     runner = CliRunner()
     args = ["ask", str(doc), "-q", "What did the gauge read?", "--adapter", str(tmp_path / "ad")]
-    r = runner.invoke(app, [*args, "--model", str(tmp_path / "tiny")])
+    r = runner.invoke(app, [*args, "--model", str(tiny_model_dir)])
     assert r.exit_code == 0, r.output
     n_tokens = len(tok.encode(doc.read_text(), add_special_tokens=False))
     assert f"in {-(-n_tokens // 32)} chunks" in r.output  # the adapter's chunk size
@@ -196,17 +196,7 @@ def test_cli_ask_with_an_adapter(tmp_path) -> None:
         lora(tiny_llama()), tmp_path / "other", extra={"chunk_tokens": 32, "memory_tokens": 8}
     )
     args[-1] = str(tmp_path / "other")  # trained on another base model
-    r = runner.invoke(app, [*args, "--model", str(tmp_path / "tiny")])
+    r = runner.invoke(app, [*args, "--model", str(tiny_model_dir)])
     assert r.exit_code == 1
     assert "fingerprint" in r.output
     assert "Traceback" not in r.output
-
-
-def _tiny_dir(tmp_path):
-    """A saved one-layer random Llama with the embedded tokenizer (loadable by path)."""
-    from lc_agents.models import load_tokenizer
-
-    tok = load_tokenizer()
-    tiny_llama_for(tok).save_pretrained(tmp_path / "tiny")
-    tok.save_pretrained(tmp_path / "tiny")
-    return tmp_path / "tiny"
