@@ -65,6 +65,17 @@ def random_roles(rm: RoleMap, seed: int, hybrid: list[bool] | None = None) -> Ro
     return RoleMap(tuple(tuple(r) for r in rows), rm.fingerprint, meta)
 
 
+def prefill(model, ids: torch.Tensor, cache, chunk: int | None) -> None:
+    """Dense prefill of ``ids`` [1, T] into ``cache``, ``chunk`` tokens per forward pass
+    (all at once when ``None``). Only the last position's logits are computed, so the LM
+    head never materializes [T, vocab] (17 GB for Gemma-3's 262K vocabulary at 16K).
+    Chunks bound the attention's transient memory to [chunk, T] per head."""
+    step = chunk or ids.shape[1]
+    with torch.no_grad():
+        for start in range(0, ids.shape[1], step):
+            model(ids[:, start : start + step], cache=cache, use_cache=True, logits_to_keep=1)
+
+
 def _decode(model, cache, first: torch.Tensor, steps: int, forced: torch.Tensor | None = None):
     """Greedy (or teacher-forced along ``forced``) decode; returns the argmax tokens."""
     tok = first
@@ -97,6 +108,9 @@ def main() -> None:
         "--roles", type=pathlib.Path, nargs="+", default=None, help="role maps (default per model)"
     )
     ap.add_argument("--name", nargs="+", default=["learned"], help="label of each --roles variant")
+    ap.add_argument(
+        "--prefill-chunk", type=int, default=None, help="prefill this many tokens per pass"
+    )
     ap.add_argument("--no-ablation", action="store_true", help="skip the random-roles variant")
     ap.add_argument("--out", type=pathlib.Path, default=None, help="default per model")
     ap.add_argument("--replot", action="store_true", help="only redraw --out's PNG from its JSON")
@@ -133,8 +147,7 @@ def main() -> None:
             cache = PreallocatedCache(config=model.config, capacity=ids.shape[1] + args.steps)
             if not all(hybrid):  # sliding-window layers keep their past so crop can rewind
                 cache.activate_past_recording()
-            with torch.no_grad():
-                model(ids[:, :-1], cache=cache, use_cache=True)
+            prefill(model, ids[:, :-1], cache, args.prefill_chunk)
             last = ids[:, -1:]
             ref = _decode(model, cache, last, args.steps)
             ref_text = tok.decode(ref[0], skip_special_tokens=True)
@@ -194,6 +207,7 @@ def _write(
             for name, path in zip(args.name, args.roles, strict=True)
         },
         "decode_steps": args.steps,
+        "prefill_chunk": args.prefill_chunk,
         "topk": args.topk,
         "machine": machine(args.threads),
         "seconds": round(seconds, 1),
