@@ -22,6 +22,7 @@ import argparse
 import json
 import pathlib
 import random
+import resource
 import sys
 import time
 
@@ -211,6 +212,8 @@ def _write(
         "topk": args.topk,
         "machine": machine(args.threads),
         "seconds": round(seconds, 1),
+        # peak resident memory of this process so far (Linux reports KiB)
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "rows": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
