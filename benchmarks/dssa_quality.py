@@ -11,7 +11,11 @@ Runs every attention mode on the same items in one process and writes
   most keys to leave out).
 
 Modes: ``dense`` (the model's own SDPA), ``dssa`` (``DSSAConfig.small(query_block=64)``,
-the fast CPU path), ``dssa_tok`` (``DSSAConfig.small()``: per-token selection).
+the fast CPU path), ``dssa_tok`` (``DSSAConfig.small()``: per-token selection), and any
+``--config NAME:FIELD=VALUE,...`` (``DSSAConfig.small`` with those overrides, e.g.
+``--config k32:query_block=64,topk=32`` or ``--config bound:query_block=64,
+block_score=bound``), which is added to the modes run. ``dense_layers`` is applied by
+leaving the first layers' attention modules on SDPA.
 
     uv run python benchmarks/dssa_quality.py --lengths 4096 8192 --n 10 --ppl-texts 1
 """
@@ -31,10 +35,10 @@ import torch
 from tqdm import tqdm
 
 from lc_attention.dssa import DSSAConfig
-from lc_attention.hf import enable_dssa
+from lc_attention.hf import _attention_modules, enable_dssa
 
 OUT = pathlib.Path(__file__).resolve().parents[1] / "docs/benchmarks/lc-attention-dssa"
-MODES = {
+MODES: dict[str, DSSAConfig | None] = {
     "dense": None,
     "dssa": DSSAConfig.small(query_block=64),
     "dssa_tok": DSSAConfig.small(),
@@ -85,7 +89,31 @@ def _run(model: Any, cfg: DSSAConfig | None, fn: Any) -> Any:
     if cfg is None:
         return fn()
     with enable_dssa(model, cfg):
+        for i, m in enumerate(_attention_modules(model)):
+            if not cfg.sparse_in_layer(getattr(m, "layer_idx", i)):
+                del m.lc_dssa_config  # this layer keeps the model's own SDPA
         return fn()
+
+
+def parse_config(spec: str) -> tuple[str, DSSAConfig]:
+    """``"NAME:FIELD=VALUE,..."`` -> ``(NAME, DSSAConfig.small(FIELD=VALUE, ...))``.
+
+    Values that look like integers become ints.
+
+    Example:
+        >>> parse_config("k32:query_block=64,topk=32")[1].topk
+        32
+    """
+    name, _, fields = spec.partition(":")
+    if not name:
+        raise ValueError(f"--config {spec!r}: give NAME:FIELD=VALUE,...")
+    kw: dict[str, object] = {}
+    for item in filter(None, fields.split(",")):
+        key, sep, val = item.partition("=")
+        if not sep:
+            raise ValueError(f"--config {spec!r}: {item!r} is not FIELD=VALUE")
+        kw[key.strip()] = int(val) if val.strip().lstrip("-").isdigit() else val.strip()
+    return name, DSSAConfig.small(**kw)
 
 
 def main() -> None:
@@ -95,10 +123,23 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=10, help="NIAH items per length")
     ap.add_argument("--ppl-texts", type=int, default=2, help="essay texts per length")
     ap.add_argument("--max-new", type=int, default=10)
-    ap.add_argument("--modes", nargs="+", default=["dense", "dssa"], choices=list(MODES))
+    ap.add_argument("--modes", nargs="*", default=["dense", "dssa"], choices=list(MODES))
+    ap.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="NAME:FIELD=VALUE,...",
+        help="an extra mode: DSSAConfig.small with these overrides (repeatable)",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=pathlib.Path, default=OUT / "quality.json")
     args = ap.parse_args()
+    for spec in args.config:
+        name, cfg = parse_config(spec)
+        if name in MODES:
+            raise ValueError(f"--config name {name!r} is taken by a built-in mode")
+        MODES[name] = cfg
+        args.modes.append(name)
     torch.set_num_threads(args.threads)
     from lc_agents.models import load_model
 
@@ -183,7 +224,8 @@ def _write(args: argparse.Namespace, name: str, rows: list[dict[str, Any]], wall
 
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     xs = [r["length"] for r in rows]
-    for mode, mark in zip(args.modes, ("o-", "s--", "^:"), strict=False):
+    marks = ("o-", "s--", "^:", "v-.", "D--", "x:", "*-.")
+    for mode, mark in zip(args.modes, marks, strict=False):
         acc = [r[mode].get("niah_acc", float("nan")) for r in rows]
         if any(a == a for a in acc):  # no NIAH item finished yet: nothing to draw
             axes[0].plot(xs, acc, mark, label=mode)

@@ -155,10 +155,12 @@ def dssa_attention(
     scale: float | None = None,
     attention_mask: torch.Tensor | None = None,
     cache: CompressedKeyCache | None = None,
+    layer_idx: int | None = None,
 ) -> torch.Tensor:
     """Dense-sparse switchable attention (InfLLM-v2).
 
-    With ``S < config.dense_len`` keys this is dense causal attention. Otherwise every
+    With ``S < config.dense_len`` keys, or in one of the first ``config.dense_layers``
+    layers (``layer_idx``), this is dense causal attention. Otherwise every
     query attends only to the ``topk`` key blocks chosen by
     [select_blocks][lc_attention.dssa.selection.select_blocks] (initial, local and
     best-scoring blocks; all query heads of a GQA group share them). Queries are the
@@ -189,6 +191,8 @@ def dssa_attention(
             that extends the compressed keys incrementally across decode steps (a
             prefill with ``T == S`` resets it: a new sequence); without it they are
             recomputed from ``key``.
+        layer_idx: index of the decoder layer (``None``: unknown), compared with
+            ``config.dense_layers``.
 
     Returns:
         ``[B, T, HQ, D]`` in ``query.dtype``.
@@ -205,7 +209,7 @@ def dssa_attention(
     _check(query, key, value)
     t, s = query.shape[1], key.shape[1]
     sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    if s < config.dense_len:
+    if s < config.dense_len or not config.sparse_in_layer(layer_idx):
         return dense_attention(query, key, value, sc, attention_mask)
     if cache is not None and t == s:
         cache.reset()  # a prefill without past keys starts a new sequence

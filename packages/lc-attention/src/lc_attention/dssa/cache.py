@@ -5,11 +5,14 @@ from __future__ import annotations
 import torch
 
 from lc_attention.dssa.config import DSSAConfig
-from lc_attention.dssa.selection import compress_keys, num_compressed_keys
+from lc_attention.dssa.selection import compress_keys, num_compressed_keys, summary_span
 
 
 class CompressedKeyCache:
-    """Keeps the mean-pooled keys of one layer and extends them as the KV cache grows.
+    """Keeps the compressed keys of one layer and extends them as the KV cache grows.
+
+    The compressed keys are [compress_keys][lc_attention.dssa.selection.compress_keys]:
+    mean-pooled keys, or per-block key bounds with ``block_score="bound"``.
 
     On each call only the compressed keys whose span became complete since the last
     call are computed (a decode step adds at most one every ``stride`` tokens). The
@@ -42,11 +45,13 @@ class CompressedKeyCache:
         """Forget the cached keys."""
         self.k_cmp, self.kv_len = None, 0
 
-    def _compatible(self, key: torch.Tensor) -> bool:
+    def _compatible(self, key: torch.Tensor, config: DSSAConfig) -> bool:
         kc = self.k_cmp
         if kc is None or key.shape[1] < self.kv_len or kc.shape[1] == 0:
             return False
-        if kc.shape[0] != key.shape[0] or kc.shape[2:] != key.shape[2:]:
+        if kc.shape[0] != key.shape[0] or kc.shape[2] != key.shape[2]:
+            return False
+        if kc.shape[3] != key.shape[3] * (2 if config.block_score == "bound" else 1):
             return False
         return kc.dtype == key.dtype and kc.device == key.device
 
@@ -54,7 +59,7 @@ class CompressedKeyCache:
         """0-dim bool on the key's device: the first and last cached keys still hold."""
         kc = self.k_cmp
         assert kc is not None
-        ks, st = config.kernel_size, config.stride
+        ks, st = summary_span(config)
         last = kc.shape[1] - 1
         first_now = compress_keys(key[:, :ks], config)[:, 0]
         last_now = compress_keys(key[:, last * st : last * st + ks], config)[:, 0]
@@ -69,14 +74,14 @@ class CompressedKeyCache:
         have = kc.shape[1]
         if want <= have:
             return kc
-        new = compress_keys(key[:, have * config.stride :], config)[:, : want - have]
+        new = compress_keys(key[:, have * summary_span(config)[1] :], config)[:, : want - have]
         return torch.cat([kc, new], 1)
 
     def update(self, key: torch.Tensor, config: DSSAConfig) -> torch.Tensor:
         """Compressed keys of ``key [B, S, H_kv, D]``: ``[B, C, H_kv, D]``."""
         s = key.shape[1]
         want = num_compressed_keys(s, config)
-        if not self._compatible(key):
+        if not self._compatible(key, config):
             self.k_cmp = compress_keys(key, config)
             self.full_recomputes += 1
         elif self.host_check or (self.host_check is None and key.device.type == "cpu"):

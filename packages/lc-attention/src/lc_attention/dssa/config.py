@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 BACKENDS = ("auto", "triton", "torch")
+BLOCK_SCORES = ("mean", "bound")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,17 @@ class DSSAConfig:
             ``[i * m, (i + 1) * m)`` sum their block scores and share the top-k, so a
             tile of queries attends to exactly ``topk`` blocks (faster CPU prefill).
             Must divide ``block_size``.
+        block_score: how blocks are scored. ``"mean"`` (the paper's): attention to
+            mean-pooled keys, max-pooled onto blocks. ``"bound"`` (training-free
+            option): each complete block keeps the per-channel maximum and minimum of
+            its keys, and its logit is the upper bound ``scale * sum_d max(q_d *
+            kmax_d, q_d * kmin_d)`` of every logit in the block (as in Quest); the
+            bounds go through the same softmax, group sum and top-k. A block is scored
+            once all its keys precede the query; the query's own block is reached
+            through the local window.
+        dense_layers: the first ``dense_layers`` decoder layers stay dense at every
+            length (0). Read by callers that know the layer index (``layer_idx`` of
+            [dssa_attention][lc_attention.dssa.attention.dssa_attention]).
 
     Example:
         >>> DSSAConfig().local_blocks
@@ -51,6 +63,8 @@ class DSSAConfig:
     dense_len: int = 8192
     backend: str = "auto"
     query_block: int = 1
+    block_score: str = "mean"
+    dense_layers: int = 0
 
     def __post_init__(self) -> None:
         for name, lo in (
@@ -62,6 +76,7 @@ class DSSAConfig:
             ("topk", 1),
             ("dense_len", 0),
             ("query_block", 1),
+            ("dense_layers", 0),
         ):
             val = getattr(self, name)
             if isinstance(val, bool) or not isinstance(val, int) or val < lo:
@@ -94,11 +109,24 @@ class DSSAConfig:
             )
         if self.backend not in BACKENDS:
             raise ValueError(f"DSSAConfig.backend={self.backend!r} is not one of {BACKENDS}")
+        if self.block_score not in BLOCK_SCORES:
+            raise ValueError(
+                f"DSSAConfig.block_score={self.block_score!r} is not one of {BLOCK_SCORES}"
+            )
 
     @property
     def local_blocks(self) -> int:
         """Number of most recent blocks always attended (``window_size // block_size``)."""
         return self.window_size // self.block_size
+
+    def sparse_in_layer(self, layer_idx: int | None) -> bool:
+        """Whether layer ``layer_idx`` may run sparse (``None``: unknown layer, yes).
+
+        Example:
+            >>> DSSAConfig(dense_layers=2).sparse_in_layer(1)
+            False
+        """
+        return layer_idx is None or layer_idx >= self.dense_layers
 
     @classmethod
     def small(cls, **overrides: object) -> DSSAConfig:

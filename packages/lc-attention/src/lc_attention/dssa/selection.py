@@ -1,4 +1,9 @@
-"""Stage 1 of DSSA: compressed keys, group-summed scores, max-pooling, top-k blocks."""
+"""Stage 1 of DSSA: compressed keys, group-summed scores, max-pooling, top-k blocks.
+
+Two block scores (``DSSAConfig.block_score``): ``"mean"`` (the paper's: attention to
+mean-pooled keys, max-pooled onto blocks) and ``"bound"`` (per-channel key bounds of
+each block, an upper bound of every logit in it; a training-free option).
+"""
 
 from __future__ import annotations
 
@@ -12,8 +17,70 @@ from lc_kernels import mean_pool_compress, num_compressed
 from lc_kernels.compressed_attention import topk_blocks_from_scores
 
 
+def summary_span(config: DSSAConfig) -> tuple[int, int]:
+    """``(span, step)`` in tokens of one compressed key: ``(kernel_size, stride)`` for
+    ``block_score="mean"``, ``(block_size, block_size)`` (one per block) for ``"bound"``."""
+    if config.block_score == "bound":
+        return config.block_size, config.block_size
+    return config.kernel_size, config.stride
+
+
+def block_bounds(key: torch.Tensor, block_size: int) -> torch.Tensor:
+    """Per-channel key bounds of every complete block: ``[B, S, H_kv, D] -> [B, C, H_kv, 2D]``.
+
+    ``C = S // block_size``; the last dimension holds the maximum over the block's keys
+    followed by the minimum.
+
+    Example:
+        >>> import torch
+        >>> block_bounds(torch.arange(8.0).view(1, 8, 1, 1), 4).flatten().tolist()
+        [3.0, 0.0, 7.0, 4.0]
+    """
+    b, s, h, d = key.shape
+    c = s // block_size
+    blocks = key[:, : c * block_size].view(b, c, block_size, h, d)
+    return torch.cat([blocks.amax(2), blocks.amin(2)], -1)
+
+
+def bound_logits(query: torch.Tensor, k_bnd: torch.Tensor, scale: float) -> torch.Tensor:
+    """Upper bound of every attention logit in each block: ``[B, T, HQ, C]`` float32.
+
+    ``scale * sum_d max(q_d * kmax_d, q_d * kmin_d) = scale * (relu(q) . kmax +
+    min(q, 0) . kmin)`` for the query heads of each KV head; no logit ``scale * q . k``
+    of a key in the block exceeds it (when ``scale >= 0``).
+
+    Args:
+        query: ``[B, T, HQ, D]`` queries.
+        k_bnd: ``[B, C, H_kv, 2D]`` [block_bounds][lc_attention.dssa.selection.block_bounds].
+        scale: softmax scale.
+
+    Returns:
+        ``[B, T, HQ, C]`` bounds (no causal masking).
+
+    Example:
+        >>> import torch
+        >>> q = torch.tensor([1.0, -1.0]).view(1, 1, 1, 2)
+        >>> k = torch.tensor([[2.0, 3.0], [0.0, 1.0]]).view(1, 2, 1, 2)  # logits -1, -1
+        >>> bound_logits(q, block_bounds(k, 2), 1.0).flatten().tolist()
+        [1.0]
+    """
+    b, t, hq, d = query.shape
+    hkv = k_bnd.shape[2]
+    qf = query.float().view(b, t, hkv, hq // hkv, d)
+    qpm = torch.cat([qf.clamp(min=0), qf.clamp(max=0)], -1)
+    out = torch.einsum("bthge,bche->bthgc", qpm, k_bnd.float()) * scale
+    return out.reshape(b, t, hq, -1)
+
+
 def compress_keys(key: torch.Tensor, config: DSSAConfig) -> torch.Tensor:
-    """Mean-pooled keys: ``[B, S, H_kv, D] -> [B, C, H_kv, D]``, ``C = (S - l) // d + 1``."""
+    """The keys' summary used to score blocks.
+
+    ``block_score="mean"``: mean-pooled keys ``[B, C, H_kv, D]``, ``C = (S - l) // d +
+    1``. ``"bound"``: [block_bounds][lc_attention.dssa.selection.block_bounds]
+    ``[B, S // block_size, H_kv, 2D]``.
+    """
+    if config.block_score == "bound":
+        return block_bounds(key, config.block_size)
     return mean_pool_compress(key, config.kernel_size, config.stride)
 
 
@@ -123,6 +190,79 @@ def _score_chunks(
         yield lo, hi, win.amax(-1).permute(0, 2, 1, 3)
 
 
+def _bound_chunks(
+    query: torch.Tensor,
+    k_bnd: torch.Tensor,
+    start: int,
+    kv_len: int,
+    config: DSSAConfig,
+    scale: float,
+    chunk: int,
+    query_block: int = 1,
+) -> Iterator[tuple[int, int, torch.Tensor]]:
+    """Like ``_score_chunks`` for ``block_score="bound"``: yields ``(lo, hi, scores)``.
+
+    The upper-bound logit of block ``j`` for query ``q`` is ``scale * (relu(q) . kmax_j
+    + min(q, 0) . kmin_j)`` (one product with the concatenated bounds). A query at
+    position ``p`` sees the blocks that end at or before ``p``; the softmax over them is
+    summed over the query heads of each KV head and over the queries of each group.
+    """
+    b, t, hq, d = query.shape
+    c, hkv = k_bnd.shape[1], k_bnd.shape[2]
+    g = hq // hkv
+    bs, qb, dev = config.block_size, query_block, query.device
+    nb = -(-kv_len // bs)
+    kf = (k_bnd.float() * scale).permute(0, 2, 3, 1)  # [B, H_kv, 2D, C]
+    g0 = start // qb
+    first = (-start) % chunk or chunk
+    cuts = [0, *range(first, t, chunk), t]
+    for a, e in itertools.pairwise(cuts):
+        n = e - a
+        p_lo, p_hi = start + a, start + e - 1
+        lo, hi = p_lo // qb - g0, p_hi // qb - g0 + 1
+        rows = hi - lo
+        out = torch.zeros(b, rows, hkv, nb, device=dev)
+        cv = min(c, (p_hi + 1) // bs)  # blocks complete for the last query
+        if cv == 0:
+            yield lo, hi, out
+            continue
+        qf = query[:, a:e].float().view(b, n, hkv, g, d).transpose(1, 2).reshape(b, hkv, n * g, d)
+        sc = torch.matmul(torch.cat([qf.clamp(min=0), qf.clamp(max=0)], -1), kf[..., :cv])
+        c_all = min(cv, (p_lo + 1) // bs)  # blocks complete for every query
+        if c_all < cv:
+            qpos = torch.arange(p_lo, p_hi + 1, device=dev)
+            ends = torch.arange(c_all, cv, device=dev) * bs + bs - 1
+            hidden = ends[None, :] > qpos[:, None]  # [n, cv - c_all]
+            sc.view(b, hkv, n, g, cv)[..., c_all:cv].masked_fill_(hidden[:, None], float("-inf"))
+        sc = torch.softmax(sc, -1)
+        if p_lo < bs - 1:  # queries that see no complete block yet: 0, not NaN
+            sc = sc.nan_to_num(nan=0.0)
+        if qb == 1:
+            red = sc.view(b, hkv, n, g, cv).sum(3)
+        elif n == rows * qb:
+            red = sc.view(b, hkv, rows, qb * g, cv).sum(3)
+        else:
+            segs = _segments(p_lo, p_hi, qb)
+            red = torch.stack([sc[:, :, i0 * g : i1 * g].sum(2) for i0, i1 in segs], 2)
+        out[..., :cv] = red.permute(0, 2, 1, 3)
+        yield lo, hi, out
+
+
+def _chunks(
+    query: torch.Tensor,
+    k_cmp: torch.Tensor,
+    start: int,
+    kv_len: int,
+    config: DSSAConfig,
+    scale: float,
+    chunk: int,
+    query_block: int = 1,
+) -> Iterator[tuple[int, int, torch.Tensor]]:
+    """The score chunks of ``config.block_score``."""
+    fn = _bound_chunks if config.block_score == "bound" else _score_chunks
+    return fn(query, k_cmp, start, kv_len, config, scale, chunk, query_block)
+
+
 @torch.no_grad()
 def block_scores(
     query: torch.Tensor,
@@ -143,7 +283,9 @@ def block_scores(
 
     Args:
         query: ``[B, T, HQ, D]`` queries.
-        k_cmp: ``[B, C, H_kv, D]`` compressed keys.
+        k_cmp: ``[B, C, H_kv, D]`` compressed keys (``[B, C, H_kv, 2D]`` block bounds
+            with ``block_score="bound"``), from
+            [compress_keys][lc_attention.dssa.selection.compress_keys].
         positions: ``[T]`` consecutive int64 key positions of the queries, or the first
             of them as an int (a tensor's first entry is read once).
         kv_len: number of keys S.
@@ -158,7 +300,7 @@ def block_scores(
     nb = -(-kv_len // config.block_size)
     out = torch.zeros(b, t, k_cmp.shape[2], nb, device=query.device, dtype=torch.float32)
     start = _first_position(positions)
-    for a, e, sc in _score_chunks(query, k_cmp, start, kv_len, config, scale, chunk):
+    for a, e, sc in _chunks(query, k_cmp, start, kv_len, config, scale, chunk):
         out[:, a:e] = sc
     return out
 
@@ -210,7 +352,8 @@ def select_group_blocks(
 
     Args:
         query: ``[B, T, HQ, D]`` queries at key positions ``start .. start + T - 1``.
-        k_cmp: ``[B, C, H_kv, D]`` compressed keys of the ``kv_len`` keys.
+        k_cmp: [compress_keys][lc_attention.dssa.selection.compress_keys] of the
+            ``kv_len`` keys.
         start: key position of the first query.
         kv_len: number of keys S.
         config: DSSA config (``query_block`` sets the groups).
@@ -231,7 +374,7 @@ def select_group_blocks(
     qb = config.query_block
     t = query.shape[1]
     chunk = _chunk_for(query, qb)
-    chunks = _score_chunks(query, k_cmp, start, kv_len, config, scale, chunk, qb)
+    chunks = _chunks(query, k_cmp, start, kv_len, config, scale, chunk, qb)
     _, last = query_groups(start, qb, t)
     last = last.to(query.device)
     if qb == 1:  # one row per query: top-k chunk by chunk bounds the memory
@@ -265,7 +408,8 @@ def select_blocks(
 
     Args:
         query: ``[B, T, HQ, D]`` queries.
-        k_cmp: ``[B, C, H_kv, D]`` compressed keys of the ``kv_len`` keys.
+        k_cmp: [compress_keys][lc_attention.dssa.selection.compress_keys] of the
+            ``kv_len`` keys.
         positions: ``[T]`` key positions of the queries (consecutive), or the first of
             them as an int (a tensor's first entry is read once).
         kv_len: number of keys S.
@@ -293,5 +437,5 @@ def select_blocks(
 
 
 def num_compressed_keys(kv_len: int, config: DSSAConfig) -> int:
-    """Number of compressed keys of ``kv_len`` keys."""
-    return num_compressed(kv_len, config.kernel_size, config.stride)
+    """Number of compressed keys (block bounds with ``block_score="bound"``) of ``kv_len`` keys."""
+    return num_compressed(kv_len, *summary_span(config))
