@@ -1,4 +1,4 @@
-"""Training-free DSSA options: block-bound scores (``block_score="bound"``) and dense layers."""
+"""Training-free DSSA options: block scores ``"meanvar"`` and ``"bound"``, dense layers."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ torch.set_num_threads(1)
 BOUND = DSSAConfig(kernel_size=32, stride=16, init_blocks=1, block_size=64, window_size=64,
                    topk=3, dense_len=128, backend="torch", block_score="bound")  # fmt: skip
 BOUND_ALL = DSSAConfig(**{**BOUND.__dict__, "topk": 64, "dense_len": 0})
+MEANVAR = DSSAConfig(**{**BOUND.__dict__, "block_score": "meanvar"})
 
 
 def _qkv(t: int = 300, hq: int = 6, hkv: int = 2, d: int = 16, seed: int = 0):
@@ -40,6 +41,7 @@ def _qkv(t: int = 300, hq: int = 6, hkv: int = 2, d: int = 16, seed: int = 0):
     ("kwargs", "field"),
     [
         ({"block_score": "max"}, "block_score"),
+        ({"block_score": "Mean"}, "block_score"),
         ({"dense_layers": -1}, "dense_layers"),
         ({"dense_layers": True}, "dense_layers"),
         ({"dense_layers": 1.5}, "dense_layers"),
@@ -180,3 +182,54 @@ def test_dense_layers_run_dense_and_later_layers_sparse() -> None:
     sparse = dssa_attention(q, k, v, cfg, layer_idx=2)
     assert (sparse - dense).abs().max() > 1e-3
     assert torch.equal(dssa_attention(q, k, v, cfg), sparse)  # unknown layer: sparse
+
+
+def test_meanvar_keys_are_span_mean_and_variance() -> None:
+    _, k, _ = _qkv(t=100)
+    kc = compress_keys(k, MEANVAR)
+    spans = k.unfold(1, 32, 16)  # [1, C, H, D, 32]
+    assert kc.shape == (1, 5, 2, 32)
+    torch.testing.assert_close(kc[..., :16], spans.mean(-1))
+    torch.testing.assert_close(kc[..., 16:], spans.var(-1, unbiased=False), atol=1e-5, rtol=1e-4)
+
+
+def _brute_meanvar_scores(q, k, t, scale):
+    """Gaussian log-moment logits of the spans visible at query ``t``, group-summed, pooled."""
+    hkv, g = k.shape[2], q.shape[2] // k.shape[2]
+    c = (t - 31) // 16 + 1
+    spans = k[0].unfold(0, 32, 16)[:c]  # [c, H_kv, D, 32]
+    mu, var = spans.mean(-1), spans.var(-1, unbiased=False)
+    out = []
+    for h in range(hkv):
+        tot = torch.zeros(c)
+        for gi in range(g):
+            qh = q[0, t, h * g + gi]
+            tot += torch.softmax(scale * mu[:, h] @ qh + 0.5 * scale**2 * var[:, h] @ qh**2, 0)
+        nb = -(-k.shape[1] // 64)
+        pooled = torch.nn.functional.pad(tot, (1, 4 * nb - c)).unfold(0, 5, 4).amax(-1)
+        out.append(pooled[:nb])
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("t", [40, 200, 299])
+def test_meanvar_scores_match_brute_force_and_reduce_to_mean_for_equal_keys(t: int) -> None:
+    q, k, _ = _qkv(t=300, seed=5)
+    got = block_scores(q, compress_keys(k, MEANVAR), torch.arange(300), 300, MEANVAR, 0.25)
+    torch.testing.assert_close(got[0, t], _brute_meanvar_scores(q, k, t, 0.25))
+    flat = k[:, :16].repeat(1, 19, 1, 1)[:, :300]  # every span: the same 16 keys twice
+    mean = DSSAConfig(**{**MEANVAR.__dict__, "block_score": "mean"})
+    a = block_scores(q, compress_keys(flat, MEANVAR), 0, 300, MEANVAR, 0.25)
+    b = block_scores(q, compress_keys(flat, mean), 0, 300, mean, 0.25)
+    torch.testing.assert_close(a, b)  # equal span statistics: equal scores either way
+
+
+def test_meanvar_with_all_blocks_selected_equals_dense_and_cache_decodes() -> None:
+    q, k, v = _qkv(t=330, seed=6)
+    full = DSSAConfig(**{**MEANVAR.__dict__, "topk": 64, "dense_len": 0, "query_block": 64})
+    torch.testing.assert_close(dssa_attention(q, k, v, full), dense_attention(q, k, v))
+    cache = CompressedKeyCache()
+    for s in range(300, 330):
+        a = dssa_attention(q[:, s - 1 : s], k[:, :s], v[:, :s], MEANVAR, cache=cache)
+        b = dssa_attention(q[:, s - 1 : s], k[:, :s], v[:, :s], MEANVAR)
+        torch.testing.assert_close(a, b)
+    assert cache.full_recomputes == 1

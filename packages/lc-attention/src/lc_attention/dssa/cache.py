@@ -12,7 +12,8 @@ class CompressedKeyCache:
     """Keeps the compressed keys of one layer and extends them as the KV cache grows.
 
     The compressed keys are [compress_keys][lc_attention.dssa.selection.compress_keys]:
-    mean-pooled keys, or per-block key bounds with ``block_score="bound"``.
+    mean-pooled keys, their means and variances (``block_score="meanvar"``) or
+    per-block key bounds (``"bound"``).
 
     On each call only the compressed keys whose span became complete since the last
     call are computed (a decode step adds at most one every ``stride`` tokens). The
@@ -51,7 +52,7 @@ class CompressedKeyCache:
             return False
         if kc.shape[0] != key.shape[0] or kc.shape[2] != key.shape[2]:
             return False
-        if kc.shape[3] != key.shape[3] * (2 if config.block_score == "bound" else 1):
+        if kc.shape[3] != key.shape[3] * (1 if config.block_score == "mean" else 2):
             return False
         return kc.dtype == key.dtype and kc.device == key.device
 

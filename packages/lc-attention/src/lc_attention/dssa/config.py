@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 BACKENDS = ("auto", "triton", "torch")
-BLOCK_SCORES = ("mean", "bound")
+BLOCK_SCORES = ("mean", "meanvar", "bound")
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,12 @@ class DSSAConfig:
             tile of queries attends to exactly ``topk`` blocks (faster CPU prefill).
             Must divide ``block_size``.
         block_score: how blocks are scored. ``"mean"`` (the paper's): attention to
-            mean-pooled keys, max-pooled onto blocks. ``"bound"`` (training-free
-            option): each complete block keeps the per-channel maximum and minimum of
+            mean-pooled keys, max-pooled onto blocks. ``"meanvar"`` (training-free
+            option): each span also keeps the per-channel variance ``v`` of its keys
+            and its logit becomes ``scale * q . mean + scale^2 / 2 * sum_d q_d^2 v_d``
+            (the log of the mean of ``exp(logit)`` over the span if the channels were
+            independent Gaussians), so a span with one strong key is not averaged
+            away. ``"bound"`` (training-free option): each complete block keeps the per-channel maximum and minimum of
             its keys, and its logit is the upper bound ``scale * sum_d max(q_d *
             kmax_d, q_d * kmin_d)`` of every logit in the block (as in Quest); the
             bounds go through the same softmax, group sum and top-k. A block is scored

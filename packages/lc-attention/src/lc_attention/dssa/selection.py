@@ -1,8 +1,10 @@
 """Stage 1 of DSSA: compressed keys, group-summed scores, max-pooling, top-k blocks.
 
-Two block scores (``DSSAConfig.block_score``): ``"mean"`` (the paper's: attention to
-mean-pooled keys, max-pooled onto blocks) and ``"bound"`` (per-channel key bounds of
-each block, an upper bound of every logit in it; a training-free option).
+Three block scores (``DSSAConfig.block_score``): ``"mean"`` (the paper's: attention to
+mean-pooled keys, max-pooled onto blocks), ``"meanvar"`` (the same with a per-channel
+variance term, ``log E[exp(logit)]`` of a span under independent Gaussian channels) and
+``"bound"`` (per-channel key bounds of each block, an upper bound of every logit in it).
+The last two are training-free options.
 """
 
 from __future__ import annotations
@@ -76,12 +78,18 @@ def compress_keys(key: torch.Tensor, config: DSSAConfig) -> torch.Tensor:
     """The keys' summary used to score blocks.
 
     ``block_score="mean"``: mean-pooled keys ``[B, C, H_kv, D]``, ``C = (S - l) // d +
-    1``. ``"bound"``: [block_bounds][lc_attention.dssa.selection.block_bounds]
+    1``. ``"meanvar"``: the same spans' mean and per-channel variance ``[B, C, H_kv,
+    2D]``. ``"bound"``: [block_bounds][lc_attention.dssa.selection.block_bounds]
     ``[B, S // block_size, H_kv, 2D]``.
     """
     if config.block_score == "bound":
         return block_bounds(key, config.block_size)
-    return mean_pool_compress(key, config.kernel_size, config.stride)
+    mean = mean_pool_compress(key, config.kernel_size, config.stride)
+    if config.block_score == "meanvar":
+        sq = mean_pool_compress(key.float().square(), config.kernel_size, config.stride)
+        var = (sq - mean.float().square()).clamp_min_(0).to(mean.dtype)
+        return torch.cat([mean, var], -1)
+    return mean
 
 
 #: queries scored at a time on CPU: the logits of a chunk (``chunk * HQ * C`` floats)
@@ -146,6 +154,7 @@ def _score_chunks(
     pad_left = -(-ks // st) - 1  # compressed tokens before block j*r that still overlap it
     width = pad_left + nb * r  # >= pad_left + C: a span ending before S starts in a block
     ends = torch.arange(c, device=dev) * st + ks - 1
+    meanvar = config.block_score == "meanvar"
     kf = (k_cmp.float() * scale).permute(0, 2, 3, 1).contiguous()  # [B, H_kv, D, C]
     m = min(chunk, t)
     logits = torch.empty(b * hkv * m * g * max(c, 1), device=dev)
@@ -165,6 +174,8 @@ def _score_chunks(
             continue
         c_all = min(cv, max(0, (p_lo - ks + 1) // st + 1))  # spans every query sees
         qf = query[:, a:e].float().view(b, n, hkv, g, d).transpose(1, 2).reshape(b, hkv, n * g, d)
+        if meanvar:  # [q, scale * q^2 / 2] . [mean, var]: the Gaussian log-moment
+            qf = torch.cat([qf, qf.square().mul_(0.5 * scale)], -1)
         sc = logits[: b * hkv * n * g * cv].view(b, hkv, n * g, cv)
         torch.matmul(qf, kf[..., :cv], out=sc)
         if c_all < cv:
