@@ -24,6 +24,8 @@ Writes ``docs/benchmarks/lc-attention-dssa/speed.json`` and ``speed.png`` (``spe
 on CUDA).
 
     uv run python benchmarks/dssa_speed.py --lengths 8192 16384 32768 --layers 4
+    uv run python benchmarks/dssa_speed.py --lengths 16384 --model-lengths \
+        --config topk=32,block_score=meanvar --out /tmp/speed_meanvar.json
     python benchmarks/dssa_speed.py --device cuda --lengths 8192 16384 32768 65536 \
         --model-lengths 8192 16384 32768 --layers 30 --reps 5
 """
@@ -236,6 +238,12 @@ def main() -> None:
         action="store_true",
         help="SmolLM2-135M's architecture with random weights (implied on CUDA)",
     )
+    ap.add_argument(
+        "--config",
+        default="",
+        metavar="FIELD=VALUE,...",
+        help="overrides of DSSAConfig.small(query_block=64), e.g. topk=32,block_score=meanvar",
+    )
     ap.add_argument("--out", type=pathlib.Path, default=None, help="default: speed[_gpu].json")
     args = ap.parse_args()
     global CUDA
@@ -243,7 +251,9 @@ def main() -> None:
     dtype = getattr(torch, args.dtype or ("bfloat16" if CUDA else "float32"))
     out = args.out or OUT / ("speed_gpu.json" if CUDA else "speed.json")
     torch.set_num_threads(args.threads)
-    cfg = DSSAConfig.small(query_block=64)
+    from dssa_quality import parse_config
+
+    cfg = parse_config(f"dssa:query_block=64,{args.config}")[1]
     t0 = time.perf_counter()
     rows = attention_layer(args.lengths, cfg, args.reps, args.device, dtype)
     model_lengths = args.lengths if args.model_lengths is None else args.model_lengths
