@@ -15,7 +15,11 @@ the fast CPU path), ``dssa_tok`` (``DSSAConfig.small()``: per-token selection), 
 ``--config NAME:FIELD=VALUE,...`` (``DSSAConfig.small`` with those overrides, e.g.
 ``--config k32:query_block=64,topk=32`` or ``--config bound:query_block=64,
 block_score=bound``), which is added to the modes run. ``dense_layers`` is applied by
-leaving the first layers' attention modules on SDPA.
+leaving the first layers' attention modules on SDPA. A ``phase=prefill`` (or
+``phase=decode``) field runs that mode's DSSA only while reading the prompt (or only
+while generating) and the model's SDPA otherwise, with a greedy loop of its own; it
+tells which phase loses a needle. ``--seeds`` runs chosen NIAH items instead of the
+first ``--n``.
 
     uv run python benchmarks/dssa_quality.py --lengths 4096 8192 --n 10 --ppl-texts 1
 """
@@ -95,10 +99,14 @@ def _run(model: Any, cfg: DSSAConfig | None, fn: Any) -> Any:
         return fn()
 
 
-def parse_config(spec: str) -> tuple[str, DSSAConfig]:
-    """``"NAME:FIELD=VALUE,..."`` -> ``(NAME, DSSAConfig.small(FIELD=VALUE, ...))``.
+PHASES = ("both", "prefill", "decode")
 
-    Values that look like integers become ints.
+
+def parse_config(spec: str) -> tuple[str, DSSAConfig, str]:
+    """``"NAME:FIELD=VALUE,..."`` -> ``(NAME, DSSAConfig.small(FIELD=VALUE, ...), phase)``.
+
+    Values that look like integers become ints; an optional ``phase`` field (one of
+    ``PHASES``, default ``"both"``) says when the config is active.
 
     Example:
         >>> parse_config("k32:query_block=64,topk=32")[1].topk
@@ -113,7 +121,35 @@ def parse_config(spec: str) -> tuple[str, DSSAConfig]:
         if not sep:
             raise ValueError(f"--config {spec!r}: {item!r} is not FIELD=VALUE")
         kw[key.strip()] = int(val) if val.strip().lstrip("-").isdigit() else val.strip()
-    return name, DSSAConfig.small(**kw)
+    phase = str(kw.pop("phase", "both"))
+    if phase not in PHASES:
+        raise ValueError(f"--config {spec!r}: phase={phase!r} is not one of {PHASES}")
+    return name, DSSAConfig.small(**kw), phase
+
+
+PHASE: dict[str, str] = {}  # mode -> phase, for the --config modes that set one
+
+
+@torch.no_grad()
+def _greedy(
+    model: Any, ids: torch.Tensor, max_new: int, cfg: DSSAConfig, phase: str, eos: int | None
+) -> Any:
+    """Greedy decoding with DSSA only in the prefill or only in the decode steps."""
+    out = _run(model, cfg if phase == "prefill" else None, lambda: model(ids, use_cache=True))
+    past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+    new = [nxt]
+
+    def steps() -> None:
+        nonlocal past, nxt
+        for _ in range(max_new - 1):
+            if eos is not None and int(nxt) == eos:
+                break
+            o = model(nxt, past_key_values=past, use_cache=True)
+            past, nxt = o.past_key_values, o.logits[:, -1:].argmax(-1)
+            new.append(nxt)
+
+    _run(model, cfg if phase == "decode" else None, steps)
+    return torch.cat([ids, *new], 1)
 
 
 def main() -> None:
@@ -121,6 +157,9 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="lc_agents.models.load_model name")
     ap.add_argument("--lengths", type=int, nargs="+", default=[4096, 8192])
     ap.add_argument("--n", type=int, default=10, help="NIAH items per length")
+    ap.add_argument(
+        "--seeds", type=int, nargs="*", default=None, help="NIAH items (default: 0..n-1)"
+    )
     ap.add_argument("--ppl-texts", type=int, default=2, help="essay texts per length")
     ap.add_argument("--max-new", type=int, default=10)
     ap.add_argument("--modes", nargs="*", default=["dense", "dssa"], choices=list(MODES))
@@ -135,11 +174,14 @@ def main() -> None:
     ap.add_argument("--out", type=pathlib.Path, default=OUT / "quality.json")
     args = ap.parse_args()
     for spec in args.config:
-        name, cfg = parse_config(spec)
+        name, cfg, phase = parse_config(spec)
         if name in MODES:
             raise ValueError(f"--config name {name!r} is taken by a built-in mode")
         MODES[name] = cfg
+        if phase != "both":
+            PHASE[name] = phase
         args.modes.append(name)
+    seeds = list(range(args.n)) if args.seeds is None else args.seeds
     torch.set_num_threads(args.threads)
     from lc_agents.models import load_model
 
@@ -148,47 +190,53 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     t_start = time.perf_counter()
     for length in args.lengths:
-        row: dict[str, Any] = {"length": length, "niah_tokens": 0, "n": 0}
+        row: dict[str, Any] = {"length": length, "niah_tokens": 0, "n": 0, "seeds": []}
         rows.append(row)
         nll: dict[str, list[torch.Tensor]] = {m: [] for m in args.modes}
         for seed in tqdm(range(args.ppl_texts), desc=f"PPL {length}"):
             ids = _essay_ids(tok, length, 1000 + seed)
             for mode in args.modes:
-                nll[mode].append(_run(model, MODES[mode], lambda ids=ids: _nll(model, ids)))
+                cfg = None if PHASE.get(mode) == "decode" else MODES[mode]
+                nll[mode].append(_run(model, cfg, lambda ids=ids: _nll(model, ids)))
         for mode in args.modes:
-            allv = torch.cat(nll[mode])
-            second = torch.cat([x[x.shape[0] // 2 :] for x in nll[mode]])
+            allv = torch.cat(nll[mode]) if nll[mode] else torch.full((1,), math.nan)
+            second = torch.cat([x[x.shape[0] // 2 :] for x in nll[mode]] or [allv])
             row[mode] = {
                 "ppl": math.exp(float(allv.mean())),
                 "ppl_second_half": math.exp(float(second.mean())),
-                "ppl_tokens": int(allv.numel()),
+                "ppl_tokens": sum(int(x.numel()) for x in nll[mode]),
                 "niah_hits": 0,
                 "niah_s": 0.0,
                 "replies": [],
             }
         _write(args, name, rows, time.perf_counter() - t_start)
         # NIAH, written after every item so an interrupted run keeps what it measured
-        for seed in tqdm(range(args.n), desc=f"NIAH {length}"):
+        for seed in tqdm(seeds, desc=f"NIAH {length}"):
             ids, answer = _niah_ids(tok, length, seed)
             row["niah_tokens"] = int(ids.shape[1])
             for mode in args.modes:
                 t0 = time.perf_counter()
-                out = _run(
-                    model,
-                    MODES[mode],
-                    lambda ids=ids: model.generate(
-                        ids,
-                        max_new_tokens=args.max_new,
-                        do_sample=False,
-                        pad_token_id=tok.eos_token_id,
-                    ),
-                )
+                cfg = MODES[mode]
+                if mode in PHASE and cfg is not None:
+                    out = _greedy(model, ids, args.max_new, cfg, PHASE[mode], tok.eos_token_id)
+                else:
+                    out = _run(
+                        model,
+                        cfg,
+                        lambda ids=ids: model.generate(
+                            ids,
+                            max_new_tokens=args.max_new,
+                            do_sample=False,
+                            pad_token_id=tok.eos_token_id,
+                        ),
+                    )
                 r = row[mode]
                 r["niah_s"] += time.perf_counter() - t0
                 text = tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
                 r["replies"].append(text)
                 r["niah_hits"] += int(answer in text)
-            row["n"] = seed + 1
+            row["seeds"].append(seed)
+            row["n"] = len(row["seeds"])
             for mode in args.modes:
                 row[mode]["niah_acc"] = row[mode]["niah_hits"] / row["n"]
             _write(args, name, rows, time.perf_counter() - t_start)
@@ -207,7 +255,11 @@ def _write(args: argparse.Namespace, name: str, rows: list[dict[str, Any]], wall
         "(plain prompt for a base model without one), greedy",
         "ppl": "essay text (lc_evals.haystack.essay_sentences), next-token NLL",
         "configs": {
-            m: (c.__dict__ if c is not None else "sdpa")
+            m: (
+                c.__dict__ | ({"phase": PHASE[m]} if m in PHASE else {})
+                if c is not None
+                else "sdpa"
+            )
             for m, c in MODES.items()
             if m in args.modes
         },
