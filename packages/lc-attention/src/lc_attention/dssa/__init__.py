@@ -3,7 +3,9 @@
 Dense attention below ``dense_len`` keys; above it, each query attends to the top-k
 key blocks chosen from max-pooled, group-summed scores against mean-pooled keys, plus
 forced initial and local blocks (optionally one selection per block of queries,
-``query_block``). It reuses a model's own projections, so it applies
+``query_block``). Training-free options: other block scores (``block_score``:
+span means and variances, or per-block key bounds) and dense first layers
+(``dense_layers``). It reuses a model's own projections, so it applies
 to a pretrained model without training (see [lc_attention.hf][]).
 """
 
@@ -13,7 +15,9 @@ from lc_attention.dssa.attention import dense_attention, dssa_attention
 from lc_attention.dssa.cache import CompressedKeyCache
 from lc_attention.dssa.config import DSSAConfig
 from lc_attention.dssa.selection import (
+    block_bounds,
     block_scores,
+    bound_logits,
     compress_keys,
     select_blocks,
     select_group_blocks,
@@ -23,7 +27,9 @@ from lc_attention.dssa.sparse import grouped_selected_attention, tiled_selected_
 __all__ = [
     "CompressedKeyCache",
     "DSSAConfig",
+    "block_bounds",
     "block_scores",
+    "bound_logits",
     "compress_keys",
     "dense_attention",
     "dssa_attention",
