@@ -69,7 +69,7 @@ def random_roles(rm: RoleMap, seed: int, hybrid: list[bool] | None = None) -> Ro
 def prefill(model, ids: torch.Tensor, cache, chunk: int | None) -> None:
     """Dense prefill of ``ids`` [1, T] into ``cache``, ``chunk`` tokens per forward pass
     (all at once when ``None``). Only the last position's logits are computed, so the LM
-    head never materializes [T, vocab] (17 GB for Gemma-3's 262K vocabulary at 16K).
+    head never materializes [T, vocab] (a [16K, 262K] float32 tensor is 17 GB).
     Chunks bound the attention's transient memory to [chunk, T] per head."""
     step = chunk or ids.shape[1]
     with torch.no_grad():
