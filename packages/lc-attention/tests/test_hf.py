@@ -84,6 +84,21 @@ def test_sparse_generate_changes_logits_and_decodes_incrementally(llama) -> None
     assert gen.shape == (1, 320)
 
 
+def test_dense_layers_keep_the_first_layers_dense(llama) -> None:
+    from dataclasses import replace
+
+    ids = _ids()
+    with torch.no_grad():
+        ref = llama(ids).logits
+        outs = {}
+        for n in (0, 1, 2):  # the tiny Llama has 2 layers
+            with enable_dssa(llama, replace(SPARSE, dense_layers=n)):
+                outs[n] = llama(ids).logits
+    assert torch.equal(outs[2], ref)  # every layer dense: the SDPA path, bit for bit
+    assert (outs[1] - ref).abs().max() > 1e-4  # layer 1 still sparse
+    assert (outs[1] - outs[0]).abs().max() > 1e-4  # layer 0 no longer sparse
+
+
 def test_decode_reuses_compressed_keys(llama) -> None:
     ids = _ids()
     h = enable_dssa(llama, SPARSE)

@@ -40,8 +40,8 @@ def dssa_hf_attention(
 ) -> tuple[torch.Tensor, None]:
     """Attention function in transformers' ``AttentionInterface`` convention.
 
-    Dense mode (keys below ``dense_len``, sliding-window layers, modules without a DSSA
-    config) calls transformers' own SDPA function unchanged, so it reproduces the
+    Dense mode (keys below ``dense_len``, sliding-window layers, the first
+    ``dense_layers`` decoder layers, modules without a DSSA config) calls transformers' own SDPA function unchanged, so it reproduces the
     ``"sdpa"`` implementation bit for bit.
 
     Args:
@@ -61,7 +61,13 @@ def dssa_hf_attention(
 
     config: DSSAConfig | None = getattr(module, "lc_dssa_config", None)
     sliding = getattr(module, "sliding_window", None)
-    if config is None or sliding or key.shape[2] < config.dense_len:
+    layer = getattr(module, "layer_idx", None)
+    if (
+        config is None
+        or sliding
+        or key.shape[2] < config.dense_len
+        or not config.sparse_in_layer(layer)
+    ):
         return sdpa_attention_forward(  # type: ignore[no-any-return]
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
@@ -76,6 +82,7 @@ def dssa_hf_attention(
         scale=scaling,
         attention_mask=attention_mask,
         cache=cache,
+        layer_idx=layer,
     )
     return out.contiguous(), None
 
