@@ -39,7 +39,7 @@ import torch
 from tqdm import tqdm
 
 from lc_attention.dssa import DSSAConfig
-from lc_attention.hf import _attention_modules, enable_dssa
+from lc_attention.hf import enable_dssa
 
 OUT = pathlib.Path(__file__).resolve().parents[1] / "docs/benchmarks/lc-attention-dssa"
 MODES: dict[str, DSSAConfig | None] = {
@@ -92,10 +92,7 @@ def _nll(model: Any, ids: torch.Tensor) -> torch.Tensor:
 def _run(model: Any, cfg: DSSAConfig | None, fn: Any) -> Any:
     if cfg is None:
         return fn()
-    with enable_dssa(model, cfg):
-        for i, m in enumerate(_attention_modules(model)):
-            if not cfg.sparse_in_layer(getattr(m, "layer_idx", i)):
-                del m.lc_dssa_config  # this layer keeps the model's own SDPA
+    with enable_dssa(model, cfg):  # honours cfg.dense_layers (the module's layer_idx)
         return fn()
 
 
