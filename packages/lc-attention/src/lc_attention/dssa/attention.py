@@ -195,7 +195,9 @@ def dssa_attention(
             ``config.dense_layers``.
 
     Returns:
-        ``[B, T, HQ, D]`` in ``query.dtype``.
+        ``[B, T, HQ, D]`` in ``query.dtype``. Differentiable in query, key and value (the
+        block selection is discrete and carries no gradient), so a model can be
+        fine-tuned with DSSA switched on, as InfLLM-v2 trains it.
 
     Example:
         >>> import torch
@@ -213,10 +215,11 @@ def dssa_attention(
         return dense_attention(query, key, value, sc, attention_mask)
     if cache is not None and t == s:
         cache.reset()  # a prefill without past keys starts a new sequence
-    k_cmp = cache.update(key, config) if cache is not None else compress_keys(key, config)
     start = s - t
     qb = config.query_block
-    idx = select_group_blocks(query, k_cmp, start, s, config, sc)  # [B, NG, H_kv, K]
+    with torch.no_grad():  # the selection is discrete: gradients flow through stage 2 only
+        k_cmp = cache.update(key, config) if cache is not None else compress_keys(key, config)
+        idx = select_group_blocks(query, k_cmp, start, s, config, sc)  # [B, NG, H_kv, K]
     allowed_pad = _bool_mask(attention_mask)
     use_triton = config.backend == "triton" or (config.backend == "auto" and query.is_cuda)
     kernel = t == s and allowed_pad is None and use_triton

@@ -161,6 +161,7 @@ def grouped_selected_attention(
     at the same offset in a block: one small additive mask broadcast over the batch.
     Earlier groups (slots left at ``-1``) get an exact mask built from their ids. The
     work is ``O(T * K * block_size)`` and nothing is read back from the device.
+    Differentiable in ``q``, ``k`` and ``v`` (the block ids are data, not parameters).
 
     Args:
         q: ``[B, T, HQ, D]`` queries; query ``t`` sits at key position ``start + t``.
@@ -228,13 +229,18 @@ def grouped_selected_attention(
     regular = min(ng, max(0, -(-((n_slots - 1) * bs) // group) - g0))
     per_chunk = max(1, _GROUP_CHUNK_ELEMS // (b * hkv * length * d))
     cuts = sorted({0, regular, ng, *range(regular, ng, per_chunk), *range(0, regular, per_chunk)})
-    kbuf = kb.new_empty(b * min(per_chunk, ng) * hkv * n_slots, bs * d)
+    # gather into reused buffers, except when a gradient must flow back to k and v
+    grad = torch.is_grad_enabled() and (k.requires_grad or v.requires_grad)
+    kbuf = kb.new_empty(0 if grad else b * min(per_chunk, ng) * hkv * n_slots, bs * d)
     vbuf = torch.empty_like(kbuf)
     for a, e in itertools.pairwise(cuts):
         n = e - a
         rows = rows_kv[:, a:e].reshape(-1)
-        kg = torch.index_select(kb, 0, rows, out=kbuf[: rows.numel()])
-        vg = torch.index_select(vb, 0, rows, out=vbuf[: rows.numel()])
+        if grad:
+            kg, vg = kb.index_select(0, rows), vb.index_select(0, rows)
+        else:
+            kg = torch.index_select(kb, 0, rows, out=kbuf[: rows.numel()])
+            vg = torch.index_select(vb, 0, rows, out=vbuf[: rows.numel()])
         if a >= regular and per == 1:
             mask = pattern  # [1, 1, G * group, L]: broadcast
         elif a >= regular:

@@ -1,0 +1,288 @@
+"""Fine-tune SmolLM2-135M-Instruct with DSSA switched on (LoRA), then NIAH dense vs DSSA.
+
+InfLLM-v2 reaches its retention by training the model with the sparse attention in
+place; training-free, SmolLM2 loses needles at the published budget
+(``docs/benchmarks/lc-attention-dssa/quality.json``: 5/10 at 4K against 8/10 dense).
+This script runs the same short LoRA fine-tune twice, with the same items, steps, seed
+and learning rate: once with the model's dense attention and once with DSSA
+(``DSSAConfig.small(query_block=64)``, ``topk`` blocks of 64 keys). The items are
+``lc_evals`` ``niah_single`` prompts (essay haystack, the RULER answer prefix of
+``dssa_quality.py``) with seeds disjoint from the evaluation's; the loss is the
+cross-entropy of the reply (value, full stop, end of turn) only.
+
+The base model and each adapter are then evaluated on the held-out items of
+``dssa_quality.py`` (seeds ``0 .. n - 1``) with dense attention and with DSSA, greedy.
+The dense-trained adapter under DSSA separates what DSSA training adds from what any
+retrieval fine-tune adds.
+
+Everything resumes: adapters are checkpointed every ``--save-every`` steps under
+``--workdir`` and every evaluated item is written to the JSON at once.
+
+    uv run python benchmarks/dssa_train.py --length 4096 --steps 60 --n 20 --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pathlib
+import platform
+import resource
+import time
+from typing import Any
+
+import torch
+from dssa_quality import _niah_ids, _run
+from tqdm import tqdm
+
+from lc_attention.dssa import DSSAConfig
+
+OUT = pathlib.Path(__file__).resolve().parents[1] / "docs/benchmarks/lc-attention-dssa"
+TRAIN_SEED0 = 100_000  # training items: seeds far from the evaluation's 0 .. n - 1
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def _config(args: argparse.Namespace) -> DSSAConfig:
+    return DSSAConfig.small(query_block=64, topk=args.topk)
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def training_item(tok: Any, length: int, seed: int) -> tuple[torch.Tensor, int]:
+    """``(ids [1, L], n_target)``: a NIAH prompt followed by its reply, whose last
+    ``n_target`` tokens (value, full stop, end of turn) carry the loss."""
+    prompt, answer = _niah_ids(tok, length, seed)
+    reply = tok(f" {answer}.", add_special_tokens=False, return_tensors="pt").input_ids
+    end = torch.tensor([[tok.eos_token_id]])
+    target = torch.cat([reply, end], 1)
+    return torch.cat([prompt, target], 1), target.shape[1]
+
+
+def reply_loss(model: Any, ids: torch.Tensor, n_target: int) -> torch.Tensor:
+    """Mean cross-entropy of the last ``n_target`` tokens; logits only where needed."""
+    logits = model(input_ids=ids, logits_to_keep=n_target + 1).logits[0, :-1].float()
+    return torch.nn.functional.cross_entropy(logits, ids[0, -n_target:])
+
+
+def _hf_model(model: Any) -> Any:
+    """The transformers model inside a peft wrapper (DSSA patches its attention)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def train(args: argparse.Namespace, variant: str, data: dict[str, Any]) -> pathlib.Path:
+    """LoRA fine-tune with ``variant`` attention ("dense" or "dssa"); returns the adapter."""
+    from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
+
+    from lc_agents.models import load_model
+
+    run = args.workdir / f"{variant}_L{args.length}_k{args.topk}_s{args.steps}"
+    final = run / "adapter.pt"
+    if final.exists():
+        return final
+    run.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(args.seed)
+    model, tok = load_model(None)
+    lora = LoraConfig(r=args.rank, lora_alpha=2 * args.rank, target_modules=LORA_TARGETS)
+    model = get_peft_model(model, lora)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
+    warm = max(1, args.steps // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * s / args.steps))
+    )
+    log: dict[str, Any] = data.setdefault("train", {}).setdefault(variant, {"steps": []})
+    ckpt = run / "checkpoint.pt"
+    step0 = 0
+    if ckpt.exists():  # resume: adapter, optimizer, schedule, the log so far
+        state = torch.load(ckpt, weights_only=False)
+        set_peft_model_state_dict(model, state["adapter"])
+        opt.load_state_dict(state["opt"])
+        sched.load_state_dict(state["sched"])
+        step0, log["steps"] = state["step"], state["log"]
+    cfg = _config(args) if variant == "dssa" else None
+    hf = _hf_model(model)
+    model.train()
+    bar = tqdm(range(step0, args.steps), desc=f"train {variant}", initial=step0, total=args.steps)
+    for step in bar:
+        ids, n_target = training_item(tok, args.length, TRAIN_SEED0 + step)
+        t0 = time.process_time()
+        loss = _run(hf, cfg, lambda ids=ids, n=n_target: reply_loss(model, ids, n))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        log["steps"].append(
+            {"step": step + 1, "loss": round(float(loss), 4), "cpu_s": time.process_time() - t0}
+        )
+        bar.set_postfix(loss=f"{float(loss):.3f}")
+        if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
+            adapter = {k: v for k, v in model.state_dict().items() if "lora_" in k}
+            state = {"adapter": adapter, "opt": opt.state_dict(), "sched": sched.state_dict()}
+            torch.save(state | {"step": step + 1, "log": log["steps"]}, ckpt)
+            _save(args, data)
+    log.update(
+        attention=variant,
+        dssa=None if cfg is None else cfg.__dict__,
+        length=args.length,
+        lr=args.lr,
+        rank=args.rank,
+        lora_targets=LORA_TARGETS,
+        trainable_params=sum(p.numel() for p in params),
+        cpu_s_per_step=sum(s["cpu_s"] for s in log["steps"]) / max(1, len(log["steps"])),
+        peak_rss_mib=_peak_rss_mib(),
+    )
+    torch.save({k: v for k, v in model.state_dict().items() if "lora_" in k}, final)
+    _save(args, data)
+    return final
+
+
+def _load_weights(args: argparse.Namespace, weights: str) -> tuple[Any, Any]:
+    """The base model, or the base model with a trained adapter merged in."""
+    from peft import LoraConfig, get_peft_model
+
+    from lc_agents.models import load_model
+
+    model, tok = load_model(None)
+    if weights == "base":
+        return model, tok
+    run = args.workdir / f"{weights}_L{args.length}_k{args.topk}_s{args.steps}"
+    lora = LoraConfig(r=args.rank, lora_alpha=2 * args.rank, target_modules=LORA_TARGETS)
+    model = get_peft_model(model, lora)
+    missing = model.load_state_dict(torch.load(run / "adapter.pt"), strict=False)
+    if any("lora_" in k for k in missing.missing_keys):
+        raise RuntimeError(f"{run / 'adapter.pt'} does not hold every LoRA weight")
+    return model.merge_and_unload(), tok
+
+
+@torch.no_grad()
+def evaluate(args: argparse.Namespace, weights: str, data: dict[str, Any]) -> None:
+    """NIAH on the held-out items with each attention mode; written item by item."""
+    model, tok = _load_weights(args, weights)
+    model.eval()
+    cfgs = {"dense": None, "dssa": _config(args)}
+    for mode in args.eval_modes:
+        row = data.setdefault("eval", {}).setdefault(f"{weights}/{mode}", {"items": []})
+        done = {it["seed"] for it in row["items"]}
+        for seed in tqdm(range(args.n), desc=f"NIAH {weights}/{mode}"):
+            if seed in done:
+                continue
+            ids, answer = _niah_ids(tok, args.length, seed)
+            t0 = time.perf_counter()
+            out = _run(
+                model,
+                cfgs[mode],
+                lambda ids=ids: model.generate(
+                    ids, max_new_tokens=args.max_new, do_sample=False, pad_token_id=tok.eos_token_id
+                ),
+            )
+            text = tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+            row["items"].append(
+                {
+                    "seed": seed,
+                    "reply": text,
+                    "hit": answer in text,
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
+            row["items"].sort(key=lambda it: it["seed"])
+            row.update(
+                n=len(row["items"]),
+                hits=sum(it["hit"] for it in row["items"]),
+            )
+            _save(args, data)
+
+
+def _save(args: argparse.Namespace, data: dict[str, Any]) -> None:
+    data["model"] = "SmolLM2-135M-Instruct (embedded, float32)"
+    data["machine"] = f"{platform.machine()}, {args.threads} threads, CPU (shared)"
+    data["dssa"] = _config(args).__dict__
+    data["length"] = args.length
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(data, indent=2))
+
+
+def plot(args: argparse.Namespace, data: dict[str, Any]) -> None:
+    """Training-loss curves and NIAH hits per weights and attention mode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9, 3.3))
+    k = 1
+    for variant, log in data.get("train", {}).items():
+        xs = [s["step"] for s in log["steps"]]
+        ys = [s["loss"] for s in log["steps"]]
+        k = max(1, len(ys) // 10)  # moving average: one item per step is noisy
+        smooth = [
+            sum(ys[max(0, i - k + 1) : i + 1]) / len(ys[max(0, i - k + 1) : i + 1])
+            for i in range(len(ys))
+        ]
+        ax0.plot(xs, smooth, label=f"trained with {variant}")
+    ax0.set_xlabel("step")
+    ax0.set_ylabel(f"reply loss (moving mean of {k})")
+    ax0.legend()
+    rows = data.get("eval", {})
+    weights = list(dict.fromkeys(key.split("/")[0] for key in rows))
+    modes = list(dict.fromkeys(key.split("/")[1] for key in rows))
+    width = 0.8 / max(1, len(modes))
+    for j, mode in enumerate(modes):
+        acc = [
+            rows[f"{w}/{mode}"]["hits"] / rows[f"{w}/{mode}"]["n"] if f"{w}/{mode}" in rows else 0
+            for w in weights
+        ]
+        ax1.bar([i + j * width for i in range(len(weights))], acc, width, label=f"{mode} attention")
+    ax1.set_xticks([i + width * (len(modes) - 1) / 2 for i in range(len(weights))])
+    ax1.set_xticklabels([w if w == "base" else f"{w}-trained" for w in weights])
+    ax1.set_ylabel(f"NIAH accuracy at {args.length}")
+    ax1.set_ylim(0, 1.05)
+    ax1.legend()
+    fig.tight_layout()
+    fig.savefig(args.out.with_suffix(".png"), dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--length", type=int, default=4096, help="tokens per item")
+    ap.add_argument("--steps", type=int, default=60, help="training items (one per step)")
+    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--rank", type=int, default=16, help="LoRA rank")
+    ap.add_argument("--topk", type=int, default=16, help="DSSA blocks per query group")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--train", nargs="*", default=["dense", "dssa"], choices=["dense", "dssa"])
+    ap.add_argument("--n", type=int, default=20, help="held-out NIAH items")
+    ap.add_argument("--eval-modes", nargs="*", default=["dense", "dssa"], choices=["dense", "dssa"])
+    ap.add_argument("--max-new", type=int, default=10)
+    ap.add_argument("--save-every", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--workdir",
+        type=pathlib.Path,
+        default=pathlib.Path.home() / ".cache/lc-attention/dssa_train",
+    )
+    ap.add_argument("--out", type=pathlib.Path, default=OUT / "train_4k.json")
+    args = ap.parse_args()
+    if args.steps < 1 or args.n < 0 or args.length < 1024:
+        raise SystemExit("--steps must be >= 1, --n >= 0 and --length >= 1024 (DSSA's dense_len)")
+    torch.set_num_threads(args.threads)
+    data = json.loads(args.out.read_text()) if args.out.exists() else {}
+    t0 = time.perf_counter()
+    for variant in args.train:
+        train(args, variant, data)
+    for weights in ["base", *args.train]:
+        evaluate(args, weights, data)
+    data["wall_s_last_run"] = time.perf_counter() - t0
+    _save(args, data)
+    plot(args, data)
+    print(
+        json.dumps({k: {"n": v["n"], "hits": v["hits"]} for k, v in data.get("eval", {}).items()})
+    )
+
+
+if __name__ == "__main__":
+    main()
