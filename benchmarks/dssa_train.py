@@ -16,7 +16,9 @@ The dense-trained adapter under DSSA separates what DSSA training adds from what
 retrieval fine-tune adds.
 
 Everything resumes: adapters are checkpointed every ``--save-every`` steps under
-``--workdir`` and every evaluated item is written to the JSON at once.
+``--workdir`` and every evaluated item is written to the JSON at once. Two variants can
+train in separate processes (``--train dense --n 0 --out other.json``); a later run
+with both finds the adapters and their training logs in ``--workdir``.
 
     uv run python benchmarks/dssa_train.py --length 4096 --steps 60 --n 20 --threads 1
 """
@@ -80,7 +82,9 @@ def train(args: argparse.Namespace, variant: str, data: dict[str, Any]) -> pathl
 
     run = args.workdir / f"{variant}_L{args.length}_k{args.topk}_s{args.steps}"
     final = run / "adapter.pt"
-    if final.exists():
+    if final.exists():  # trained, maybe by a run that wrote another JSON: take its log
+        if variant not in data.get("train", {}) and (run / "log.json").exists():
+            data.setdefault("train", {})[variant] = json.loads((run / "log.json").read_text())
         return final
     run.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(args.seed)
@@ -136,6 +140,7 @@ def train(args: argparse.Namespace, variant: str, data: dict[str, Any]) -> pathl
         peak_rss_mib=_peak_rss_mib(),
     )
     torch.save({k: v for k, v in model.state_dict().items() if "lora_" in k}, final)
+    (run / "log.json").write_text(json.dumps(log, indent=1))
     _save(args, data)
     return final
 
@@ -255,7 +260,7 @@ def main() -> None:
     ap.add_argument("--topk", type=int, default=16, help="DSSA blocks per query group")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--train", nargs="*", default=["dense", "dssa"], choices=["dense", "dssa"])
-    ap.add_argument("--n", type=int, default=20, help="held-out NIAH items")
+    ap.add_argument("--n", type=int, default=20, help="held-out NIAH items (0: train only)")
     ap.add_argument("--eval-modes", nargs="*", default=["dense", "dssa"], choices=["dense", "dssa"])
     ap.add_argument("--max-new", type=int, default=10)
     ap.add_argument("--save-every", type=int, default=10)
@@ -274,7 +279,7 @@ def main() -> None:
     t0 = time.perf_counter()
     for variant in args.train:
         train(args, variant, data)
-    for weights in ["base", *args.train]:
+    for weights in ["base", *args.train] if args.n else []:
         evaluate(args, weights, data)
     data["wall_s_last_run"] = time.perf_counter() - t0
     _save(args, data)
