@@ -54,6 +54,22 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _run_dir(args: argparse.Namespace, variant: str) -> pathlib.Path:
+    """Where a variant's checkpoint, adapter and training log live."""
+    return args.workdir / f"{variant}_L{args.length}_k{args.topk}_s{args.steps}"
+
+
+def _with_lora(model: Any, args: argparse.Namespace) -> Any:
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(r=args.rank, lora_alpha=2 * args.rank, target_modules=LORA_TARGETS)
+    return get_peft_model(model, lora)
+
+
+def _adapter_state(model: Any) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in model.state_dict().items() if "lora_" in k}
+
+
 def training_item(tok: Any, length: int, seed: int) -> tuple[torch.Tensor, int]:
     """``(ids [1, L], n_target)``: a NIAH prompt followed by its reply, whose last
     ``n_target`` tokens (value, full stop, end of turn) carry the loss."""
@@ -77,11 +93,11 @@ def _hf_model(model: Any) -> Any:
 
 def train(args: argparse.Namespace, variant: str, data: dict[str, Any]) -> pathlib.Path:
     """LoRA fine-tune with ``variant`` attention ("dense" or "dssa"); returns the adapter."""
-    from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
+    from peft import set_peft_model_state_dict
 
     from lc_agents.models import load_model
 
-    run = args.workdir / f"{variant}_L{args.length}_k{args.topk}_s{args.steps}"
+    run = _run_dir(args, variant)
     final = run / "adapter.pt"
     if final.exists():  # trained, maybe by a run that wrote another JSON: take its log
         if variant not in data.get("train", {}) and (run / "log.json").exists():
@@ -90,8 +106,7 @@ def train(args: argparse.Namespace, variant: str, data: dict[str, Any]) -> pathl
     run.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(args.seed)
     model, tok = load_model(None)
-    lora = LoraConfig(r=args.rank, lora_alpha=2 * args.rank, target_modules=LORA_TARGETS)
-    model = get_peft_model(model, lora)
+    model = _with_lora(model, args)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     warm = max(1, args.steps // 10)
@@ -132,8 +147,11 @@ def train(args: argparse.Namespace, variant: str, data: dict[str, Any]) -> pathl
         )
         bar.set_postfix(loss=f"{float(loss):.3f}")
         if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
-            adapter = {k: v for k, v in model.state_dict().items() if "lora_" in k}
-            state = {"adapter": adapter, "opt": opt.state_dict(), "sched": sched.state_dict()}
+            state = {
+                "adapter": _adapter_state(model),
+                "opt": opt.state_dict(),
+                "sched": sched.state_dict(),
+            }
             torch.save(state | {"step": step + 1, "log": log["steps"]}, ckpt)
             _save(args, data)
     log.update(
@@ -147,7 +165,7 @@ def train(args: argparse.Namespace, variant: str, data: dict[str, Any]) -> pathl
         cpu_s_per_step=sum(s["cpu_s"] for s in log["steps"]) / max(1, len(log["steps"])),
         peak_rss_mib=_peak_rss_mib(),
     )
-    torch.save({k: v for k, v in model.state_dict().items() if "lora_" in k}, final)
+    torch.save(_adapter_state(model), final)
     (run / "log.json").write_text(json.dumps(log, indent=1))
     _save(args, data)
     return final
@@ -155,19 +173,16 @@ def train(args: argparse.Namespace, variant: str, data: dict[str, Any]) -> pathl
 
 def _load_weights(args: argparse.Namespace, weights: str) -> tuple[Any, Any]:
     """The base model, or the base model with a trained adapter merged in."""
-    from peft import LoraConfig, get_peft_model
-
     from lc_agents.models import load_model
 
     model, tok = load_model(None)
     if weights == "base":
         return model, tok
-    run = args.workdir / f"{weights}_L{args.length}_k{args.topk}_s{args.steps}"
-    lora = LoraConfig(r=args.rank, lora_alpha=2 * args.rank, target_modules=LORA_TARGETS)
-    model = get_peft_model(model, lora)
-    missing = model.load_state_dict(torch.load(run / "adapter.pt"), strict=False)
+    path = _run_dir(args, weights) / "adapter.pt"
+    model = _with_lora(model, args)
+    missing = model.load_state_dict(torch.load(path), strict=False)
     if any("lora_" in k for k in missing.missing_keys):
-        raise RuntimeError(f"{run / 'adapter.pt'} does not hold every LoRA weight")
+        raise RuntimeError(f"{path} does not hold every LoRA weight")
     return model.merge_and_unload(), tok
 
 
