@@ -195,14 +195,15 @@ def evaluate(args: argparse.Namespace, weights: str, data: dict[str, Any]) -> No
     for mode in args.eval_modes:
         row = data.setdefault("eval", {}).setdefault(f"{weights}/{mode}", {"items": []})
         if "ppl" not in row:  # the essay text of dssa_quality.py at this length
-            nll = _run(model, cfgs[mode], lambda: _nll(model, _essay_ids(tok, args.length, 1000)))
+            text = _essay_ids(tok, args.eval_length, 1000)
+            nll = _run(model, cfgs[mode], lambda text=text: _nll(model, text))
             row["ppl"] = math.exp(float(nll.mean()))
             _save(args, data)
         done = {it["seed"] for it in row["items"]}
         for seed in tqdm(range(args.n), desc=f"NIAH {weights}/{mode}"):
             if seed in done:
                 continue
-            ids, answer = _niah_ids(tok, args.length, seed)
+            ids, answer = _niah_ids(tok, args.eval_length, seed)
             t0 = time.perf_counter()
             out = _run(
                 model,
@@ -233,6 +234,7 @@ def _save(args: argparse.Namespace, data: dict[str, Any]) -> None:
     data["machine"] = f"{platform.machine()}, {args.threads} threads, CPU (shared)"
     data["dssa"] = _config(args).__dict__
     data["length"] = args.length
+    data["eval_length"] = args.eval_length
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2))
 
@@ -270,7 +272,7 @@ def plot(args: argparse.Namespace, data: dict[str, Any]) -> None:
         ax1.bar([i + j * width for i in range(len(weights))], acc, width, label=f"{mode} attention")
     ax1.set_xticks([i + width * (len(modes) - 1) / 2 for i in range(len(weights))])
     ax1.set_xticklabels([w if w == "base" else f"{w}-trained" for w in weights])
-    ax1.set_ylabel(f"NIAH accuracy at {args.length}")
+    ax1.set_ylabel(f"NIAH accuracy at {args.eval_length}")
     ax1.set_ylim(0, 1.05)
     ax1.legend()
     fig.tight_layout()
@@ -281,6 +283,9 @@ def plot(args: argparse.Namespace, data: dict[str, Any]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--length", type=int, default=4096, help="tokens per item")
+    ap.add_argument(
+        "--eval-length", type=int, default=None, help="held-out items' tokens (default: --length)"
+    )
     ap.add_argument("--steps", type=int, default=20, help="training items (one per step)")
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--rank", type=int, default=16, help="LoRA rank")
@@ -289,6 +294,13 @@ def main() -> None:
     ap.add_argument("--train", nargs="*", default=["dense", "dssa"], choices=["dense", "dssa"])
     ap.add_argument("--n", type=int, default=10, help="held-out NIAH items (0: train only)")
     ap.add_argument("--eval-modes", nargs="*", default=["dense", "dssa"], choices=["dense", "dssa"])
+    ap.add_argument(
+        "--eval-weights",
+        nargs="*",
+        default=None,
+        choices=["base", "dense", "dssa"],
+        help="weights to evaluate, in order (default: base, then the --train variants)",
+    )
     ap.add_argument("--max-new", type=int, default=10)
     ap.add_argument("--save-every", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
@@ -299,14 +311,19 @@ def main() -> None:
     )
     ap.add_argument("--out", type=pathlib.Path, default=OUT / "train_4k.json")
     args = ap.parse_args()
-    if args.steps < 1 or args.n < 0 or args.length < 1024:
-        raise SystemExit("--steps must be >= 1, --n >= 0 and --length >= 1024 (DSSA's dense_len)")
+    args.eval_length = args.eval_length or args.length
+    if args.steps < 1 or args.n < 0 or min(args.length, args.eval_length) < 1024:
+        raise SystemExit(
+            "--steps must be >= 1, --n >= 0 and --length, --eval-length >= 1024 (DSSA's dense_len)"
+        )
+    if args.eval_weights is None:
+        args.eval_weights = ["base", *args.train]
     torch.set_num_threads(args.threads)
     data = json.loads(args.out.read_text()) if args.out.exists() else {}
     t0 = time.perf_counter()
     for variant in args.train:
         train(args, variant, data)
-    for weights in ["base", *args.train] if args.n else []:
+    for weights in args.eval_weights if args.n else []:
         evaluate(args, weights, data)
     data["wall_s_last_run"] = time.perf_counter() - t0
     _save(args, data)

@@ -38,6 +38,7 @@ step env 20 bash -c 'nvidia-smi; "$0" -c "import torch, triton, transformers;
 print(torch.__version__, triton.__version__, transformers.__version__, torch.cuda.get_device_name())"' "$PY"
 step fsa_vs_nsa 120 "$PY" packages/lc-kernels/benchmarks/fsa_vs_nsa.py --device cuda --budget-s 80
 step oomb_gpu 75 "$PY" packages/lc-train/benchmarks/oomb_gpu.py
+step dssa_stage1 60 "$PY" benchmarks/dssa_stage1.py --device cuda --lengths 8192 16384 32768 65536
 step dssa_speed 60 "$PY" benchmarks/dssa_speed.py --device cuda --reps 5 --decode-steps 8 \
   --lengths 8192 16384 32768 65536 --model-lengths 8192 16384 32768 --layers 30
 step lychee_speed 100 "$PY" benchmarks/lychee_speed.py --device cuda --no-dynamic --reps 3 \
@@ -46,7 +47,8 @@ step pytest_gpu 150 "$PY" -m pytest -v -p no:cacheprovider --timeout 120 -m "not
   packages/lc-kernels/tests/test_selected_attention.py packages/lc-kernels/tests/test_selected_attention_errors.py \
   packages/lc-kernels/tests/test_paged_triton.py packages/lc-train/tests/test_oomb_triton.py packages/lc-kernels/tests/test_paged.py \
   packages/lc-kernels/tests/test_package.py packages/lc-kernels/tests/test_decode_triton.py packages/lc-kernels/tests/test_compressed_attention.py \
-  packages/lc-kernels/tests/test_decode_reference.py
+  packages/lc-kernels/tests/test_decode_reference.py packages/lc-kernels/tests/test_group_block_scores.py \
+  packages/lc-attention/tests/test_dssa_fused_stage1.py
 step decode_sparse 40 "$PY" packages/lc-kernels/benchmarks/decode_sparse.py --device cuda --budget-s 25
 step fsa_profile 75 "$PY" packages/lc-kernels/benchmarks/fsa_profile.py
 echo "done in ${SECONDS}s" | tee -a "$RES/summary.txt"

@@ -16,7 +16,7 @@ import torch
 
 from lc_attention.dssa.config import DSSAConfig
 from lc_kernels import mean_pool_compress, num_compressed
-from lc_kernels.compressed_attention import topk_blocks_from_scores
+from lc_kernels.compressed_attention import group_block_scores, topk_blocks_from_scores
 
 
 def summary_span(config: DSSAConfig) -> tuple[int, int]:
@@ -101,6 +101,54 @@ DEVICE_CHUNK = 1024
 def _chunk_for(query: torch.Tensor, query_block: int) -> int:
     base = CPU_CHUNK if query.device.type == "cpu" else DEVICE_CHUNK
     return query_block * max(1, base // query_block)
+
+
+def fused_backend(query: torch.Tensor, config: DSSAConfig) -> str | None:
+    """Backend of ``lc_kernels``' fused stage 1 for these queries, or None for the chunked path.
+
+    The fused Triton pass (log-sum-exp, then pooled group sums without writing the
+    probabilities) serves the paper's ``block_score="mean"`` on CUDA; CPU, other
+    devices and the other block scores use the chunked PyTorch path of this module.
+    """
+    if config.block_score == "mean" and query.device.type == "cuda":
+        return "triton"
+    return None
+
+
+def _fused_scores(
+    query: torch.Tensor,
+    k_cmp: torch.Tensor,
+    start: int,
+    kv_len: int,
+    config: DSSAConfig,
+    scale: float,
+    query_block: int,
+    backend: str,
+) -> Iterator[tuple[int, int, torch.Tensor]]:
+    """Like ``_score_chunks`` through ``lc_kernels.compressed_attention.group_block_scores``.
+
+    With ``query_block > 1`` one call covers all queries (``[B, NG, H_kv, NB]`` is small);
+    per-query scores go ``DEVICE_CHUNK`` queries at a time to bound memory.
+    """
+    qb, t = query_block, query.shape[1]
+    step = t if qb > 1 else DEVICE_CHUNK
+    g0 = start // qb
+    for a in range(0, t, step):
+        e = min(t, a + step)
+        sc = group_block_scores(
+            query[:, a:e],
+            k_cmp,
+            start + a,
+            kv_len,
+            config.kernel_size,
+            config.stride,
+            config.block_size,
+            qb,
+            scale,
+            backend=backend,
+        )
+        lo = (start + a) // qb - g0
+        yield lo, lo + sc.shape[1], sc
 
 
 def _first_position(positions: torch.Tensor | int) -> int:
@@ -269,7 +317,10 @@ def _chunks(
     chunk: int,
     query_block: int = 1,
 ) -> Iterator[tuple[int, int, torch.Tensor]]:
-    """The score chunks of ``config.block_score``."""
+    """The score chunks of ``config.block_score`` (fused on CUDA, see ``fused_backend``)."""
+    backend = fused_backend(query, config)
+    if backend is not None:
+        return _fused_scores(query, k_cmp, start, kv_len, config, scale, query_block, backend)
     fn = _bound_chunks if config.block_score == "bound" else _score_chunks
     return fn(query, k_cmp, start, kv_len, config, scale, chunk, query_block)
 

@@ -6,10 +6,12 @@ from typing import overload
 
 import torch
 
-from lc_kernels._common import check_qkv, default_scale
+from lc_kernels._common import check_qkv, default_scale, resolve_backend
 from lc_kernels.compressed_attention.reference import (
     block_scores_reference,
     compressed_attention_reference,
+    group_block_scores_reference,
+    num_compressed,
     topk_blocks_from_scores,
 )
 
@@ -186,3 +188,98 @@ def select_blocks(
     sc = default_scale(scale, q.shape[-1])
     scores = block_scores_reference(q, k_cmp, kernel_size, stride, block_size, sc)
     return topk_blocks_from_scores(scores, block_size, top_k, init_blocks, local_blocks)
+
+
+def group_block_scores(
+    q: torch.Tensor,
+    k_cmp: torch.Tensor,
+    start: int = 0,
+    kv_len: int | None = None,
+    kernel_size: int = 32,
+    stride: int = 16,
+    block_size: int = 64,
+    query_block: int = 1,
+    scale: float | None = None,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """Block scores of InfLLM-v2 (stage 1 of DSSA), shared by position-aligned query groups.
+
+    Each query's softmax over the compressed keys it can see (span ending at or before
+    its position) is summed over the query heads of its KV head and over the queries of
+    its group (positions ``[m * query_block, (m + 1) * query_block)``), then max-pooled
+    onto selection blocks (block ``j`` takes the largest sum among the spans overlapping
+    it). On CUDA one fused Triton pass computes the log-sum-exp of every row and a second
+    forms the pooled sums tile by tile, without writing the ``[T * HQ, C]`` probabilities.
+
+    Args:
+        q: ``[B, T, HQ, D]`` queries at key positions ``start .. start + T - 1``.
+        k_cmp: ``[B, C, H_kv, D]`` mean-pooled keys of the ``kv_len`` keys
+            (``C = num_compressed(kv_len, kernel_size, stride)``).
+        start: key position of the first query (``start + T <= kv_len``).
+        kv_len: number of keys S (default ``start + T``).
+        kernel_size: span of a compressed key (l = 32).
+        stride: distance between spans (d = 16); divides ``block_size``.
+        block_size: selection block length (64).
+        query_block: queries per group (1: per-query scores).
+        scale: softmax scale, default ``1 / sqrt(D)``.
+        backend: ``"auto"`` (Triton on CUDA), ``"triton"`` or ``"torch"``.
+
+    Returns:
+        ``[B, NG, H_kv, NB]`` fp32, ``NB = ceil(kv_len / block_size)``, one row per group
+        met by the queries (``NG = (start + T - 1) // query_block - start // query_block + 1``).
+
+    Example:
+        >>> import torch
+        >>> from lc_kernels import mean_pool_compress
+        >>> from lc_kernels.compressed_attention import group_block_scores
+        >>> q = torch.randn(1, 128, 4, 16); k = torch.randn(1, 256, 2, 16)
+        >>> kc = mean_pool_compress(k)
+        >>> group_block_scores(q, kc, start=128, kv_len=256, query_block=64).shape
+        torch.Size([1, 2, 2, 4])
+    """
+    if q.dim() != 4 or k_cmp.dim() != 4:
+        raise ValueError(
+            f"q [B, T, HQ, D] and k_cmp [B, C, H_kv, D] must be 4-D, got "
+            f"{tuple(q.shape)} and {tuple(k_cmp.shape)}"
+        )
+    (b, t, hq, d), (bk, c, hkv, dk) = q.shape, k_cmp.shape
+    kv_len = start + t if kv_len is None else kv_len
+    for name, val, lo in (
+        ("start", start, 0),
+        ("kv_len", kv_len, 1),
+        ("kernel_size", kernel_size, 1),
+        ("stride", stride, 1),
+        ("block_size", block_size, 1),
+        ("query_block", query_block, 1),
+    ):
+        if not isinstance(val, int) or val < lo:
+            raise ValueError(f"{name} must be an int >= {lo}, got {val!r}")
+    if stride > kernel_size or block_size % stride:
+        raise ValueError(
+            f"need stride <= kernel_size and block_size a multiple of stride, got "
+            f"kernel_size={kernel_size}, stride={stride}, block_size={block_size}"
+        )
+    if bk != b or dk != d or t == 0 or hq % hkv:
+        raise ValueError(
+            f"q {tuple(q.shape)} and k_cmp {tuple(k_cmp.shape)}: need the same B and D, "
+            "T >= 1 and HQ a multiple of H_kv"
+        )
+    if start + t > kv_len:
+        raise ValueError(f"queries at positions {start}..{start + t - 1} pass kv_len={kv_len}")
+    if c != num_compressed(kv_len, kernel_size, stride):
+        raise ValueError(
+            f"k_cmp has {c} compressed keys; kv_len={kv_len}, kernel_size={kernel_size}, "
+            f"stride={stride} give {num_compressed(kv_len, kernel_size, stride)}"
+        )
+    if q.dtype != k_cmp.dtype or q.device != k_cmp.device:
+        raise ValueError(
+            f"q and k_cmp must share a dtype and a device, got {q.dtype} on {q.device} "
+            f"and {k_cmp.dtype} on {k_cmp.device}"
+        )
+    sc = default_scale(scale, q.shape[-1])
+    args = (start, kv_len, kernel_size, stride, block_size, query_block, sc)
+    if resolve_backend(backend, q.device, q.dtype) == "triton":
+        from lc_kernels.compressed_attention.triton import group_block_scores_triton
+
+        return group_block_scores_triton(q, k_cmp, *args)
+    return group_block_scores_reference(q, k_cmp, *args)

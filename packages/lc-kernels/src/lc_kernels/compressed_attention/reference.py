@@ -4,7 +4,8 @@ Compressed token ``c`` summarises keys ``[c * stride, c * stride + kernel_size)`
 ``t`` may attend to it once the whole span is in the past (``c * stride + kernel_size - 1
 <= t``). Attention over compressed keys is dense (``T / stride`` keys), so it runs through
 ``torch.nn.functional.scaled_dot_product_attention`` with a boolean mask: on GPU that is
-the fused memory-efficient kernel, on CPU fp32 math. A Triton kernel would not pay here.
+the fused memory-efficient kernel, on CPU fp32 math. InfLLM-v2's group block scores
+(``group_block_scores_reference``) have a fused Triton version in ``triton.py``.
 """
 
 from __future__ import annotations
@@ -184,3 +185,63 @@ def topk_blocks_from_scores(
         s = torch.cat([s, s.new_full((b, t, h, top_k - nb), float("-inf"))], -1)
     val, idx = torch.topk(s, top_k, dim=-1)
     return torch.where(val == float("-inf"), torch.full_like(idx, -1), idx).to(torch.int32)
+
+
+def num_query_groups(start: int, t: int, query_block: int) -> int:
+    """Position-aligned groups of ``query_block`` met by positions ``start .. start + t - 1``."""
+    return (start + t - 1) // query_block - start // query_block + 1
+
+
+@torch.no_grad()
+def group_block_scores_reference(
+    q: torch.Tensor,
+    k_cmp: torch.Tensor,
+    start: int,
+    kv_len: int,
+    kernel_size: int,
+    stride: int,
+    block_size: int,
+    query_block: int,
+    scale: float,
+) -> torch.Tensor:
+    """InfLLM-v2's block scores of position-aligned query groups, in plain PyTorch.
+
+    Query ``t`` sits at key position ``start + t`` and attends (softmax) to the
+    compressed keys whose span ends at or before it. Its probabilities are summed over
+    the ``G`` query heads of each KV head and over the queries of its group (positions
+    ``[m * query_block, (m + 1) * query_block)``, cut by the ends of the queries), then
+    max-pooled onto selection blocks: block ``j`` takes the largest sum among the spans
+    that overlap it. Queries that see no compressed key contribute nothing.
+
+    Args:
+        q: ``[B, T, HQ, D]`` queries.
+        k_cmp: ``[B, C, H_kv, D]`` compressed keys of the ``kv_len`` keys.
+        start: key position of the first query.
+        kv_len: number of keys S.
+        kernel_size: span of a compressed key.
+        stride: distance between span starts; divides ``block_size``.
+        block_size: selection block length.
+        query_block: queries per group (1: every query is its own group).
+        scale: softmax scale.
+
+    Returns:
+        ``[B, NG, H_kv, NB]`` fp32, ``NG = num_query_groups(start, T, query_block)``,
+        ``NB = ceil(kv_len / block_size)``.
+    """
+    b, t, hq, _ = q.shape
+    c, hkv = k_cmp.shape[1], k_cmp.shape[2]
+    g = hq // hkv
+    dev = q.device
+    ng = num_query_groups(start, t, query_block)
+    nb = -(-kv_len // block_size)
+    r = block_size // stride
+    pad = -(-kernel_size // stride) - 1  # spans starting before block j * r that reach it
+    pos = torch.arange(start, start + t, device=dev)
+    vis = (torch.arange(c, device=dev) * stride + kernel_size - 1)[None, :] <= pos[:, None]
+    z = torch.einsum("bthd,bchd->bthc", q.float(), k_cmp.float().repeat_interleave(g, 2))
+    z = (z * scale).masked_fill(~vis[None, :, None, :], float("-inf"))
+    p = torch.softmax(z, -1).nan_to_num(nan=0.0).view(b, t, hkv, g, c).sum(3)
+    gid = pos // query_block - start // query_block
+    spans = torch.zeros(b, ng, hkv, pad + nb * r, device=dev)
+    spans[..., pad : pad + c].index_add_(1, gid, p)
+    return spans.unfold(-1, r + pad, r).amax(-1)
