@@ -10,6 +10,11 @@ and learning rate: once with the model's dense attention and once with DSSA
 ``dssa_quality.py``) with seeds disjoint from the evaluation's; the loss is the
 cross-entropy of the reply (value, full stop, end of turn) only.
 
+With ``--data text`` the fine-tune sees general text instead, as InfLLM-v2 trains:
+consecutive windows of Python's own documentation (``pydoc_data.topics``, shipped with
+CPython), with the loss on the second half of each window; the evaluation adds the
+perplexity of the documentation's last window, held out from training.
+
 The base model and each adapter are then evaluated on the held-out items of
 ``dssa_quality.py`` (seeds ``0 .. n - 1``) with dense attention and with DSSA, greedy,
 and by their perplexity on its essay text of the same length.
@@ -27,6 +32,7 @@ with both finds the adapters and their training logs in ``--workdir``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import pathlib
@@ -56,7 +62,37 @@ def _peak_rss_mib() -> float:
 
 def _run_dir(args: argparse.Namespace, variant: str) -> pathlib.Path:
     """Where a variant's checkpoint, adapter and training log live."""
-    return args.workdir / f"{variant}_L{args.length}_k{args.topk}_s{args.steps}"
+    tail = "" if args.data == "niah" else f"_{args.data}"
+    return args.workdir / f"{variant}_L{args.length}_k{args.topk}_s{args.steps}{tail}"
+
+
+@functools.cache
+def _doc_tokens(tok: Any) -> torch.Tensor:
+    """Python's own documentation (``pydoc_data.topics``, shipped with CPython): real
+    English prose and code, about 113K SmolLM2 tokens, in a fixed order."""
+    from pydoc_data.topics import topics
+
+    text = "\n\n".join(topics[k] for k in sorted(topics))
+    return tok(text, return_tensors="pt").input_ids[0]
+
+
+def doc_window(tok: Any, length: int, index: int) -> torch.Tensor:
+    """Window ``index`` (non-overlapping, ``[1, length]``) of the documentation tokens;
+    a negative index counts from the end (held out from training)."""
+    ids = _doc_tokens(tok)
+    n = ids.shape[0] // length
+    if not -n <= index < n:
+        raise ValueError(f"the documentation holds {n} windows of {length} tokens, not {index}")
+    i = index % n
+    return ids[i * length : (i + 1) * length].unsqueeze(0)
+
+
+def text_loss(model: Any, ids: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy over the second half of ``ids`` (the positions
+    where DSSA is sparse; the LM head runs on those only)."""
+    half = ids.shape[1] // 2
+    logits = model(input_ids=ids, logits_to_keep=half + 1).logits[0, :-1].float()
+    return torch.nn.functional.cross_entropy(logits, ids[0, -half:])
 
 
 def _with_lora(model: Any, args: argparse.Namespace) -> Any:
@@ -129,11 +165,14 @@ def train(args: argparse.Namespace, variant: str, data: dict[str, Any]) -> pathl
     model.train()
     bar = tqdm(range(step0, args.steps), desc=f"train {variant}", initial=step0, total=args.steps)
     for step in bar:
-        ids, n_target = training_item(tok, args.length, TRAIN_SEED0 + step)
+        if args.data == "niah":
+            ids, n_target = training_item(tok, args.length, TRAIN_SEED0 + step)
+        else:
+            ids, n_target = doc_window(tok, args.length, step), 0
         t0 = time.process_time()
 
         def forward_backward(ids: torch.Tensor = ids, n: int = n_target) -> torch.Tensor:
-            loss = reply_loss(model, ids, n)
+            loss = reply_loss(model, ids, n) if n else text_loss(model, ids)
             loss.backward()  # inside DSSA too: checkpointed layers recompute their forward
             return loss.detach()
 
@@ -155,6 +194,7 @@ def train(args: argparse.Namespace, variant: str, data: dict[str, Any]) -> pathl
             torch.save(state | {"step": step + 1, "log": log["steps"]}, ckpt)
             _save(args, data)
     log.update(
+        data=args.data,
         attention=variant,
         dssa=None if cfg is None else cfg.__dict__,
         length=args.length,
@@ -198,6 +238,11 @@ def evaluate(args: argparse.Namespace, weights: str, data: dict[str, Any]) -> No
             text = _essay_ids(tok, args.eval_length, 1000)
             nll = _run(model, cfgs[mode], lambda text=text: _nll(model, text))
             row["ppl"] = math.exp(float(nll.mean()))
+            if args.data == "text":  # and the held-out last window of the documentation
+                doc = doc_window(tok, args.eval_length, -1)
+                nll = _run(model, cfgs[mode], lambda doc=doc: _nll(model, doc))
+                row["ppl_doc"] = math.exp(float(nll.mean()))
+                row["ppl_doc_second_half"] = math.exp(float(nll[nll.shape[0] // 2 :].mean()))
             _save(args, data)
         done = {it["seed"] for it in row["items"]}
         for seed in tqdm(range(args.n), desc=f"NIAH {weights}/{mode}"):
@@ -234,6 +279,7 @@ def _save(args: argparse.Namespace, data: dict[str, Any]) -> None:
     data["machine"] = f"{platform.machine()}, {args.threads} threads, CPU (shared)"
     data["dssa"] = _config(args).__dict__
     data["length"] = args.length
+    data["data"] = args.data
     data["eval_length"] = args.eval_length
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2))
@@ -287,6 +333,13 @@ def main() -> None:
         "--eval-length", type=int, default=None, help="held-out items' tokens (default: --length)"
     )
     ap.add_argument("--steps", type=int, default=20, help="training items (one per step)")
+    ap.add_argument(
+        "--data",
+        choices=["niah", "text"],
+        default="niah",
+        help="niah: NIAH items, loss on the reply; text: windows of Python's documentation, "
+        "loss on their second half",
+    )
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--rank", type=int, default=16, help="LoRA rank")
     ap.add_argument("--topk", type=int, default=16, help="DSSA blocks per query group")
@@ -318,6 +371,15 @@ def main() -> None:
         )
     if args.eval_weights is None:
         args.eval_weights = ["base", *args.train]
+    if args.data == "text":  # the held-out window must lie after every training window
+        from lc_agents.models import load_model
+
+        n_eval = _doc_tokens(load_model(None)[1]).shape[0] // args.eval_length
+        if args.steps * args.length > (n_eval - 1) * args.eval_length:
+            raise SystemExit(
+                f"--data text: {args.steps} windows of {args.length} tokens reach the held-out "
+                f"last window of {args.eval_length}; use fewer steps or shorter windows"
+            )
     torch.set_num_threads(args.threads)
     data = json.loads(args.out.read_text()) if args.out.exists() else {}
     t0 = time.perf_counter()
