@@ -16,7 +16,11 @@ import torch
 
 from lc_attention.dssa.config import DSSAConfig
 from lc_kernels import mean_pool_compress, num_compressed
-from lc_kernels.compressed_attention import group_block_scores, topk_blocks_from_scores
+from lc_kernels.compressed_attention import (
+    group_block_scores,
+    num_query_groups,
+    topk_blocks_from_scores,
+)
 
 
 def summary_span(config: DSSAConfig) -> tuple[int, int]:
@@ -391,7 +395,7 @@ def query_groups(
     else:
         start, t, dev = _first_position(positions), positions.shape[0], positions.device
     g0 = start // query_block
-    ng = (start + t - 1) // query_block - g0 + 1
+    ng = num_query_groups(start, t, query_block)
     gid = torch.arange(start, start + t, device=dev) // query_block - g0
     last = ((torch.arange(ng, device=dev) + g0 + 1) * query_block - 1).clamp_max_(start + t - 1)
     return gid, last

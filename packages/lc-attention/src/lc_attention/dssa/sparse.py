@@ -16,6 +16,8 @@ import itertools
 import torch
 import torch.nn.functional as F
 
+from lc_kernels.compressed_attention import num_query_groups
+
 # mask entries (queries x heads x gathered keys) per chunk of tiles: bounds the memory
 _CHUNK_ELEMS = 1 << 22
 
@@ -197,7 +199,7 @@ def grouped_selected_attention(
     nb = -(-s // bs)
     dev = q.device
     g0 = start // group
-    ng = (start + t - 1) // group - g0 + 1
+    ng = num_query_groups(start, t, group)
     if idx.shape[:3] != (b, ng, hkv):
         raise ValueError(f"idx {tuple(idx.shape)}: expected [{b}, {ng}, {hkv}, K]")
     front = start - g0 * group
