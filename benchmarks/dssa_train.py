@@ -307,7 +307,8 @@ def plot(args: argparse.Namespace, data: dict[str, Any]) -> None:
     ax0.set_ylabel(f"reply loss (moving mean of {k})")
     ax0.legend()
     rows = data.get("eval", {})
-    weights = list(dict.fromkeys(key.split("/")[0] for key in rows))
+    present = {key.split("/")[0] for key in rows}
+    weights = [w for w in ("base", "dense", "dssa") if w in present]
     modes = list(dict.fromkeys(key.split("/")[1] for key in rows))
     width = 0.8 / max(1, len(modes))
     for j, mode in enumerate(modes):
@@ -319,8 +320,8 @@ def plot(args: argparse.Namespace, data: dict[str, Any]) -> None:
     ax1.set_xticks([i + width * (len(modes) - 1) / 2 for i in range(len(weights))])
     ax1.set_xticklabels([w if w == "base" else f"{w}-trained" for w in weights])
     ax1.set_ylabel(f"NIAH accuracy at {args.eval_length}")
-    ax1.set_ylim(0, 1.05)
-    ax1.legend()
+    ax1.set_ylim(0, 1.3)
+    ax1.legend(loc="upper center", ncol=2)
     fig.tight_layout()
     fig.savefig(args.out.with_suffix(".png"), dpi=120)
     plt.close(fig)
