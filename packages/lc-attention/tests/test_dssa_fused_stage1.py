@@ -86,3 +86,22 @@ def test_fused_backend_only_for_mean_scores_on_cuda():
     if torch.cuda.is_available():
         assert sel.fused_backend(q.cuda(), DSSAConfig.small()) == "triton"
         assert sel.fused_backend(q.cuda(), DSSAConfig.small(block_score="bound")) is None
+
+
+def test_decode_with_cache_through_fused_stage1(monkeypatch):
+    """Decode steps with the incremental compressed-key cache: same outputs either way."""
+    from lc_attention.dssa import CompressedKeyCache
+
+    cfg = DSSAConfig.small(dense_len=128, window_size=128, topk=4)
+    q, k, v = _qkv(6, 520, seed=5)
+    outs = {}
+    for on in (False, True):
+        _fused(monkeypatch, on)
+        cache = CompressedKeyCache()
+        outs[on] = [
+            dssa_attention(q[:, i : i + 1], k[:, : 515 + i], v[:, : 515 + i], cfg, cache=cache)
+            for i in range(6)
+        ]
+    assert CALLS
+    for a, b in zip(outs[False], outs[True], strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
