@@ -304,7 +304,8 @@ def plot(args: argparse.Namespace, data: dict[str, Any]) -> None:
         ]
         ax0.plot(xs, smooth, label=f"trained with {variant}")
     ax0.set_xlabel("step")
-    ax0.set_ylabel(f"reply loss (moving mean of {k})")
+    what = "reply loss" if args.data == "niah" else "text loss, second half"
+    ax0.set_ylabel(f"{what} (moving mean of {k})")
     ax0.legend()
     rows = data.get("eval", {})
     present = {key.split("/")[0] for key in rows}
