@@ -6,7 +6,8 @@ Runs every attention mode on the same items in one process and writes
 - NIAH: ``lc_evals.generate("niah_single")`` (essay haystack, 7-digit values), chat
   template with the answer prefix "The special magic number for <key> mentioned in the
   text above is" (as RULER), greedy; correct when the value appears in the reply.
-- Perplexity: essay-like text from ``lc_evals.haystack.essay_sentences``, next-token
+- Perplexity (``--ppl-source docs``: the last windows of Python's documentation,
+  ``pydoc_data.topics``, instead): essay-like text from ``lc_evals.haystack.essay_sentences``, next-token
   NLL over all tokens and over the second half of the text (where sparse mode has
   most keys to leave out).
 
@@ -31,6 +32,7 @@ SmolLM2 text: perplexity 87.44 chunked by 512, 87.48 in one pass; dense: identic
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import pathlib
@@ -79,6 +81,34 @@ def _essay_ids(tok: Any, length: int, seed: int) -> torch.Tensor:
     return tok(text, return_tensors="pt").input_ids[:, :length]
 
 
+@functools.cache
+def _doc_tokens(tok: Any) -> torch.Tensor:
+    """Python's own documentation (``pydoc_data.topics``, shipped with CPython): real
+    English prose and code, about 113K SmolLM2 tokens, in a fixed order."""
+    from pydoc_data.topics import topics
+
+    text = "\n\n".join(topics[k] for k in sorted(topics))
+    return tok(text, return_tensors="pt").input_ids[0]
+
+
+def doc_window(tok: Any, length: int, index: int) -> torch.Tensor:
+    """Window ``index`` (non-overlapping, ``[1, length]``) of the documentation tokens;
+    a negative index counts from the end (held out from training)."""
+    ids = _doc_tokens(tok)
+    n = ids.shape[0] // length
+    if not -n <= index < n:
+        raise ValueError(f"the documentation holds {n} windows of {length} tokens, not {index}")
+    i = index % n
+    return ids[i * length : (i + 1) * length].unsqueeze(0)
+
+
+def _ppl_ids(tok: Any, source: str, length: int, i: int) -> torch.Tensor:
+    """Perplexity text ``i``: an essay (seed ``1000 + i``) or documentation window ``-1 - i``."""
+    return (
+        _essay_ids(tok, length, 1000 + i) if source == "essay" else doc_window(tok, length, -1 - i)
+    )
+
+
 @torch.no_grad()
 def _nll(model: Any, ids: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
     """Per-token next-token NLL ``[L - 1]``.
@@ -115,6 +145,10 @@ def _run(model: Any, cfg: DSSAConfig | None, fn: Any) -> Any:
 
 
 PHASES = ("both", "prefill", "decode")
+PPL_SOURCES = {
+    "essay": "essay text (lc_evals.haystack.essay_sentences)",
+    "docs": "Python's documentation (pydoc_data.topics), windows counted from the end",
+}
 
 
 def parse_config(spec: str) -> tuple[str, DSSAConfig, str]:
@@ -193,7 +227,13 @@ def main() -> None:
     ap.add_argument(
         "--seeds", type=int, nargs="*", default=None, help="NIAH items (default: 0..n-1)"
     )
-    ap.add_argument("--ppl-texts", type=int, default=2, help="essay texts per length")
+    ap.add_argument("--ppl-texts", type=int, default=2, help="perplexity texts per length")
+    ap.add_argument(
+        "--ppl-source",
+        choices=list(PPL_SOURCES),
+        default="essay",
+        help="essay: lc_evals essay text; docs: the last windows of Python's documentation",
+    )
     ap.add_argument("--max-new", type=int, default=10)
     ap.add_argument("--modes", nargs="*", default=["dense", "dssa"], choices=list(MODES))
     ap.add_argument(
@@ -233,7 +273,7 @@ def main() -> None:
         rows.append(row)
         nll: dict[str, list[torch.Tensor]] = {m: [] for m in args.modes}
         for seed in tqdm(range(args.ppl_texts), desc=f"PPL {length}"):
-            ids = _essay_ids(tok, length, 1000 + seed)
+            ids = _ppl_ids(tok, args.ppl_source, length, seed)
             for mode in args.modes:
                 cfg = None if PHASE.get(mode) == "decode" else MODES[mode]
                 nll[mode].append(
@@ -303,7 +343,7 @@ def _write(args: argparse.Namespace, name: str, rows: list[dict[str, Any]], wall
         "model": f"{name} (embedded, float32), training-free",
         "niah": "niah_single (lc_evals.generate, essay haystack, 7-digit values), chat template "
         "(plain prompt for a base model without one), greedy",
-        "ppl": "essay text (lc_evals.haystack.essay_sentences), next-token NLL",
+        "ppl": PPL_SOURCES[args.ppl_source] + ", next-token NLL",
         "configs": {
             m: (
                 c.__dict__ | ({"phase": PHASE[m]} if m in PHASE else {})
@@ -339,7 +379,10 @@ def _write(args: argparse.Namespace, name: str, rows: list[dict[str, Any]], wall
         axes[1].plot(xs, [r[mode]["ppl"] for r in rows], mark, label=mode)
     axes[0].set_ylabel("NIAH accuracy")
     axes[0].set_ylim(-0.05, 1.05)
-    axes[1].set_ylabel("perplexity (essay text)")
+    text = "essay text" if args.ppl_source == "essay" else "Python's documentation"
+    axes[1].set_ylabel(f"perplexity ({text})")
+    if not axes[0].lines:  # no NIAH items (--n 0): the perplexity panel only
+        axes[0].set_axis_off()
     for ax in axes:
         ax.set_xlabel("context length (tokens)")
         if ax.lines:  # a log axis needs at least one drawn point

@@ -32,7 +32,6 @@ with both finds the adapters and their training logs in ``--workdir``.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import math
 import pathlib
@@ -42,7 +41,7 @@ import time
 from typing import Any
 
 import torch
-from dssa_quality import _essay_ids, _niah_ids, _nll, _run
+from dssa_quality import _doc_tokens, _essay_ids, _niah_ids, _nll, _run, doc_window
 from tqdm import tqdm
 
 from lc_attention.dssa import DSSAConfig
@@ -64,27 +63,6 @@ def _run_dir(args: argparse.Namespace, variant: str) -> pathlib.Path:
     """Where a variant's checkpoint, adapter and training log live."""
     tail = "" if args.data == "niah" else f"_{args.data}"
     return args.workdir / f"{variant}_L{args.length}_k{args.topk}_s{args.steps}{tail}"
-
-
-@functools.cache
-def _doc_tokens(tok: Any) -> torch.Tensor:
-    """Python's own documentation (``pydoc_data.topics``, shipped with CPython): real
-    English prose and code, about 113K SmolLM2 tokens, in a fixed order."""
-    from pydoc_data.topics import topics
-
-    text = "\n\n".join(topics[k] for k in sorted(topics))
-    return tok(text, return_tensors="pt").input_ids[0]
-
-
-def doc_window(tok: Any, length: int, index: int) -> torch.Tensor:
-    """Window ``index`` (non-overlapping, ``[1, length]``) of the documentation tokens;
-    a negative index counts from the end (held out from training)."""
-    ids = _doc_tokens(tok)
-    n = ids.shape[0] // length
-    if not -n <= index < n:
-        raise ValueError(f"the documentation holds {n} windows of {length} tokens, not {index}")
-    i = index % n
-    return ids[i * length : (i + 1) * length].unsqueeze(0)
 
 
 def text_loss(model: Any, ids: torch.Tensor) -> torch.Tensor:
