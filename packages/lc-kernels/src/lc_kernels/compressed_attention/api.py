@@ -16,6 +16,13 @@ from lc_kernels.compressed_attention.reference import (
 )
 
 
+def _check_ints(*fields: tuple[str, object, int]) -> None:
+    """Raise ``ValueError`` unless every ``(name, value, lowest)`` holds an int >= lowest."""
+    for name, val, lo in fields:
+        if not isinstance(val, int) or val < lo:
+            raise ValueError(f"{name} must be an int >= {lo}, got {val!r}")
+
+
 def _check_cmp(
     q: torch.Tensor, k_cmp: torch.Tensor, v_cmp: torch.Tensor | None, kernel_size: int, stride: int
 ) -> None:
@@ -175,14 +182,12 @@ def select_blocks(
         torch.Size([1, 256, 2, 3])
     """
     _check_cmp(q, k_cmp, None, kernel_size, stride)
-    for name, val, lo in (
+    _check_ints(
         ("block_size", block_size, 1),
         ("top_k", top_k, 1),
         ("init_blocks", init_blocks, 0),
         ("local_blocks", local_blocks, 0),
-    ):
-        if not isinstance(val, int) or val < lo:
-            raise ValueError(f"{name} must be an int >= {lo}, got {val!r}")
+    )
     if block_size % stride:
         raise ValueError(f"block_size={block_size} must be a multiple of stride={stride}")
     sc = default_scale(scale, q.shape[-1])
@@ -244,16 +249,14 @@ def group_block_scores(
         )
     (b, t, hq, d), (bk, c, hkv, dk) = q.shape, k_cmp.shape
     kv_len = start + t if kv_len is None else kv_len
-    for name, val, lo in (
+    _check_ints(
         ("start", start, 0),
         ("kv_len", kv_len, 1),
         ("kernel_size", kernel_size, 1),
         ("stride", stride, 1),
         ("block_size", block_size, 1),
         ("query_block", query_block, 1),
-    ):
-        if not isinstance(val, int) or val < lo:
-            raise ValueError(f"{name} must be an int >= {lo}, got {val!r}")
+    )
     if stride > kernel_size or block_size % stride:
         raise ValueError(
             f"need stride <= kernel_size and block_size a multiple of stride, got "
