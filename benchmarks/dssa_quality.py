@@ -19,7 +19,9 @@ block_score=bound``), which is added to the modes run. ``dense_layers`` is appli
 leaving the first layers' attention modules on SDPA. A ``phase=prefill`` (or
 ``phase=decode``) field runs that mode's DSSA only while reading the prompt (or only
 while generating) and the model's SDPA otherwise, with a greedy loop of its own; it
-tells which phase loses a needle. ``--seeds`` runs chosen NIAH items instead of the
+tells which phase loses a needle. A ``select=oracle`` field chooses the blocks by their
+true attention mass (``benchmarks/dssa_oracle.py``): what any block score could reach
+at that budget. ``--seeds`` runs chosen NIAH items instead of the
 first ``--n``. ``--prefill-chunk N`` feeds prompts and texts ``N`` tokens per forward
 pass over a KV cache: at 32K one dense pass would build a ``[32K, 32K]`` mask per
 layer. DSSA then selects for each chunk's queries over all earlier keys by the same
@@ -32,6 +34,7 @@ SmolLM2 text: perplexity 87.44 chunked by 512, 87.48 in one pass; dense: identic
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import math
@@ -42,6 +45,7 @@ import time
 from typing import Any
 
 import torch
+from dssa_oracle import OracleConfig, oracle_selection
 from tqdm import tqdm
 
 from lc_attention.dssa import DSSAConfig
@@ -140,11 +144,13 @@ def _nll(model: Any, ids: torch.Tensor, chunk: int | None = None) -> torch.Tenso
 def _run(model: Any, cfg: DSSAConfig | None, fn: Any) -> Any:
     if cfg is None:
         return fn()
-    with enable_dssa(model, cfg):  # honours cfg.dense_layers (the module's layer_idx)
+    oracle = oracle_selection() if isinstance(cfg, OracleConfig) else contextlib.nullcontext()
+    with enable_dssa(model, cfg), oracle:  # honours cfg.dense_layers (the module's layer_idx)
         return fn()
 
 
 PHASES = ("both", "prefill", "decode")
+SELECTS = ("score", "oracle")
 PPL_SOURCES = {
     "essay": "essay text (lc_evals.haystack.essay_sentences)",
     "docs": "Python's documentation (pydoc_data.topics), windows counted from the end",
@@ -155,7 +161,9 @@ def parse_config(spec: str) -> tuple[str, DSSAConfig, str]:
     """``"NAME:FIELD=VALUE,..."`` -> ``(NAME, DSSAConfig.small(FIELD=VALUE, ...), phase)``.
 
     Values that look like integers become ints; an optional ``phase`` field (one of
-    ``PHASES``, default ``"both"``) says when the config is active.
+    ``PHASES``, default ``"both"``) says when the config is active, and
+    ``select=oracle`` picks the blocks by their true attention mass
+    (``benchmarks/dssa_oracle.py``) instead of the config's block score.
 
     Example:
         >>> parse_config("k32:query_block=64,topk=32")[1].topk
@@ -173,7 +181,11 @@ def parse_config(spec: str) -> tuple[str, DSSAConfig, str]:
     phase = str(kw.pop("phase", "both"))
     if phase not in PHASES:
         raise ValueError(f"--config {spec!r}: phase={phase!r} is not one of {PHASES}")
-    return name, DSSAConfig.small(**kw), phase
+    select = str(kw.pop("select", "score"))
+    if select not in SELECTS:
+        raise ValueError(f"--config {spec!r}: select={select!r} is not one of {SELECTS}")
+    cfg = DSSAConfig.small(**kw)
+    return name, OracleConfig(**cfg.__dict__) if select == "oracle" else cfg, phase
 
 
 PHASE: dict[str, str] = {}  # mode -> phase, for the --config modes that set one
@@ -346,7 +358,9 @@ def _write(args: argparse.Namespace, name: str, rows: list[dict[str, Any]], wall
         "ppl": PPL_SOURCES[args.ppl_source] + ", next-token NLL",
         "configs": {
             m: (
-                c.__dict__ | ({"phase": PHASE[m]} if m in PHASE else {})
+                c.__dict__
+                | ({"phase": PHASE[m]} if m in PHASE else {})
+                | ({"select": "oracle"} if isinstance(c, OracleConfig) else {})
                 if c is not None
                 else "sdpa"
             )
