@@ -45,3 +45,19 @@ def test_smollm2_gguf_ships_in_its_distribution() -> None:
 def test_a_missing_directory_is_a_clear_load_error(tmp_path) -> None:
     with pytest.raises(ModelLoadError, match="cannot load a model"):
         load_model(tmp_path / "nothing-here")
+
+
+def test_an_embedded_model_is_named_by_its_embedded_name(
+    monkeypatch: pytest.MonkeyPatch, tiny_model_dir
+) -> None:
+    """The cache directory (machine-specific) never leaks into the model's identity."""
+    from lc_agents import models
+
+    spec = models.EmbeddedModel("tiny-embedded", "lc-agents", 4096, "-")
+    monkeypatch.setitem(models.EMBEDDED_MODELS, "tiny-embedded", spec)
+    monkeypatch.setattr(models, "converted_embedded_dir", lambda name: tiny_model_dir)
+    model, tok = load_model("tiny-embedded")
+    assert model.config.name_or_path == "tiny-embedded"
+    again, tok2 = load_model(model)  # the tokenizer is found from the embedded name
+    assert again is model
+    assert tok2("a b c").input_ids == tok("a b c").input_ids

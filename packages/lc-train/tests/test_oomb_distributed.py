@@ -60,6 +60,7 @@ def _worker(out: Path) -> None:
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         torch.save(grads, out / "grads.pt")
+    dist.barrier()  # no rank tears gloo down while its peer still uses the connection
     dist.destroy_process_group()
 
 

@@ -192,8 +192,10 @@ def load_model(
     Args:
         model: ``None`` or ``"smollm2-135m-instruct"`` for the default embedded model,
             ``"gemma-3-270m"`` for the embedded Gemma-3 (extra ``gemma``); a local
-            Hugging Face model directory; or an already-built model object.
-        tokenizer: tokenizer path or object; defaults to the one beside ``model``.
+            Hugging Face model directory; or an already-built model object. An embedded
+            model's ``config.name_or_path`` is its embedded name (stable across machines).
+        tokenizer: tokenizer path, embedded name or object; defaults to the one beside
+            ``model``.
         dtype: torch dtype for the weights (default float32, the safe choice on CPU).
 
     Returns:
@@ -208,10 +210,11 @@ def load_model(
     dtype = dtype or torch.float32
     if model is None:
         model = EMBEDDED_MODEL
-    if isinstance(model, str) and model in EMBEDDED_MODELS:
-        path = converted_embedded_dir(model)
+    embedded = model if isinstance(model, str) and model in EMBEDDED_MODELS else None
+    if embedded is not None:
+        path = converted_embedded_dir(embedded)
         if not (path / "config.json").exists():
-            _convert_embedded(path, model)
+            _convert_embedded(path, embedded)
         model = path
     if isinstance(model, str | os.PathLike):
         source = str(model)
@@ -222,6 +225,10 @@ def load_model(
             )
         except (OSError, ValueError) as exc:
             raise ModelLoadError(f"cannot load a model from {source!r}: {exc}") from exc
+        if embedded is not None:
+            # The cache directory's name is machine-specific; the model's identity (role
+            # maps, adapters record it) is the embedded name.
+            loaded.config._name_or_path = embedded
         if tokenizer is None:
             tokenizer = source
     else:
@@ -232,7 +239,9 @@ def load_model(
                 raise ModelLoadError("a model object needs its tokenizer passed explicitly")
             tokenizer = source
     tok: Any
-    if isinstance(tokenizer, str | os.PathLike):
+    if isinstance(tokenizer, str) and tokenizer in EMBEDDED_MODELS:
+        tok = load_tokenizer(tokenizer)
+    elif isinstance(tokenizer, str | os.PathLike):
         try:
             tok = AutoTokenizer.from_pretrained(str(tokenizer), local_files_only=True)
         except (OSError, ValueError) as exc:
