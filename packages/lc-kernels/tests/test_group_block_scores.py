@@ -89,6 +89,20 @@ def test_triton_matches_reference(t, start, s, qb, g, d, device):
     torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-6)
 
 
+@pytest.mark.parametrize(("ks", "st"), [(4, 4), (8, 4), (8, 8)])
+def test_triton_fine_spans_match_reference(ks, st, device):
+    """Short spans (many per block), as a training-free DSSA scores blocks."""
+    q, kc = _inputs(ks * 10 + st, 1, 70, 200, 2, 3, 8, device=device, ks=ks, st=st)
+    kw = dict(start=130, kv_len=200, kernel_size=ks, stride=st, block_size=32, scale=0.3)
+    for qb in (1, 32):
+        got = group_block_scores(q, kc, backend="triton", query_block=qb, **kw)
+        want = group_block_scores(q, kc, backend="torch", query_block=qb, **kw)
+        torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-6)
+    ref = group_block_scores_reference(q.cpu(), kc.cpu(), 130, 200, ks, st, 32, 32, 0.3)
+    loop = _loop_scores(q.cpu(), kc.cpu(), 130, 200, ks, st, 32, 32, 0.3)
+    torch.testing.assert_close(ref.double(), loop, rtol=1e-5, atol=1e-6)
+
+
 def _half_precision(dtype, device):
     q, kc = _inputs(3, 1, 64, 192, 2, 2, 16, device=device, dtype=dtype)
     kw = dict(start=128, kv_len=192, query_block=64)
