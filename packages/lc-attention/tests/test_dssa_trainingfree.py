@@ -233,3 +233,42 @@ def test_meanvar_with_all_blocks_selected_equals_dense_and_cache_decodes() -> No
         b = dssa_attention(q[:, s - 1 : s], k[:, :s], v[:, :s], MEANVAR)
         torch.testing.assert_close(a, b)
     assert cache.full_recomputes == 1
+
+
+def test_training_free_preset_is_small_with_short_spans() -> None:
+    cfg = DSSAConfig.training_free()
+    small = DSSAConfig.small()
+    assert (cfg.kernel_size, cfg.stride, cfg.query_block) == (4, 4, 64)
+    same = ("init_blocks", "block_size", "window_size", "topk", "dense_len", "block_score")
+    assert all(getattr(cfg, f) == getattr(small, f) for f in same)
+    assert DSSAConfig.training_free(topk=32, stride=2).stride == 2
+    with pytest.raises(ValueError, match="stride"):
+        DSSAConfig.training_free(stride=8)  # longer than the 4-token span
+
+
+def test_short_spans_find_a_single_relevant_key_that_long_spans_average_away() -> None:
+    """One key aligned with the queries, among keys pointing the other way.
+
+    A 32-token span holding the key averages it with 31 opposing keys (its mean points
+    away from the queries); a 4-token span keeps it on top. So the preset selects the
+    key's block and ``small()``, at the same budget, does not.
+    """
+    s, d = 2048, 16
+    g = torch.Generator().manual_seed(0)
+    u = torch.zeros(d)
+    u[0] = 1.0
+    q = (3.0 * u + 0.1 * torch.randn(1, 64, 2, d, generator=g)).contiguous()
+    k = -0.5 * u + 0.3 * torch.randn(1, s, 1, d, generator=g)
+    for j in range(2, 28, 2):  # decoys: blocks whose 32-token spans are mildly aligned
+        k[0, j * 64 : j * 64 + 32, 0] += 0.6 * u
+    needle = 5 * 64 + 40  # in block 5, in the second half of the block
+    k[0, needle, 0] = 6.0 * u
+    over = {"dense_len": 0, "window_size": 128, "topk": 6, "backend": "torch"}
+    fine, coarse = DSSAConfig.training_free(**over), DSSAConfig.small(query_block=64, **over)
+    pos = s - 64
+    picked = {}
+    for name, cfg in (("fine", fine), ("coarse", coarse)):
+        idx = select_group_blocks(q, compress_keys(k, cfg), pos, s, cfg, 0.25)
+        picked[name] = set(idx.flatten().tolist())
+    assert 5 in picked["fine"]
+    assert 5 not in picked["coarse"]

@@ -157,3 +157,32 @@ class DSSAConfig:
         }
         base.update(overrides)
         return cls(**base)  # type: ignore[arg-type]
+
+    @classmethod
+    def training_free(cls, **overrides: object) -> DSSAConfig:
+        """Preset for a pretrained model that never saw sparse attention (8K-32K context).
+
+        [small][lc_attention.dssa.DSSAConfig.small] (16 blocks of 64) with blocks scored
+        through 4-token spans (``kernel_size=4, stride=4``) instead of 32-token spans
+        every 16, and the selection shared by groups of 64 queries (``query_block=64``).
+        A long span's mean dilutes a single relevant key; short spans keep it. At 4K this
+        brought the embedded SmolLM2-135M to dense attention's NIAH accuracy and both
+        embedded models' perplexity within 2% of dense, where ``small()`` loses both.
+        Stage 1 scores 4x as many spans, so prefill costs more than with ``small()``;
+        the budget (``topk``) still limits retrieval at 8K and beyond. Measurements:
+        ``docs/packages/lc-attention-dssa-trainingfree.md``.
+
+        Args:
+            **overrides: fields to change from the preset.
+
+        Returns:
+            The preset config.
+
+        Example:
+            >>> cfg = DSSAConfig.training_free()
+            >>> (cfg.kernel_size, cfg.stride, cfg.topk, cfg.query_block)
+            (4, 4, 16, 64)
+        """
+        base: dict[str, object] = {"kernel_size": 4, "stride": 4, "query_block": 64}
+        base.update(overrides)
+        return cls.small(**base)
