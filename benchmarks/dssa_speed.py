@@ -9,6 +9,9 @@ with ``--threads 1`` (the default) CPU time is the robust measure on a loaded ma
   (what transformers' ``"sdpa"`` runs); DSSA is ``dssa_attention`` with
   ``DSSAConfig.small(query_block=64)`` (block selection included). Decode: one query
   over an ``S``-token cache (compressed keys cached, as in ``generate()``).
+  ``--config NAME:FIELD=VALUE,...`` (repeatable) times other settings in the same run:
+  dense and every setting take turns, round after round, so all share the machine's
+  state; each row compares one setting with the dense time of the same run.
 - Model: SmolLM2-135M-Instruct (``lc_agents.models.load_model``) cut to its first
   ``--layers`` decoder layers (all layers are alike, so the ratio is that of the whole
   stack; the embedding and a one-position LM head are included): prefill of ``S``
@@ -25,7 +28,7 @@ on CUDA).
 
     uv run python benchmarks/dssa_speed.py --lengths 8192 16384 32768 --layers 4
     uv run python benchmarks/dssa_speed.py --lengths 16384 --model-lengths \
-        --config topk=32,block_score=meanvar --out /tmp/speed_meanvar.json
+        --config published: --config c4s4:kernel_size=4,stride=4 --out /tmp/spans.json
     python benchmarks/dssa_speed.py --device cuda --lengths 8192 16384 32768 65536 \
         --model-lengths 8192 16384 32768 --layers 30 --reps 5
 """
@@ -65,9 +68,13 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
     return time.perf_counter() - w0, time.process_time() - c0, out
 
 
-def _best(fn: Callable[[], Any], reps: int) -> tuple[float, float]:
-    runs = [_timed(fn)[:2] for _ in range(reps)]
-    return min(r[0] for r in runs), min(r[1] for r in runs)
+def _best(fns: list[Callable[[], Any]], reps: int) -> list[tuple[float, float]]:
+    """Best wall and CPU time of each function; the functions take turns, ``reps`` rounds."""
+    runs: list[list[tuple[float, float]]] = [[] for _ in fns]
+    for _ in range(reps):
+        for fn, times in zip(fns, runs, strict=True):
+            times.append(_timed(fn)[:2])
+    return [(min(r[0] for r in times), min(r[1] for r in times)) for times in runs]
 
 
 def _dense_layer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -77,9 +84,15 @@ def _dense_layer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
 
 
 def _row(
-    kind: str, phase: str, s: int, dense: tuple[float, float], dssa: tuple[float, float]
+    kind: str,
+    phase: str,
+    s: int,
+    dense: tuple[float, float],
+    dssa: tuple[float, float],
+    config: str = "dssa",
 ) -> dict[str, Any]:
     row = {
+        "config": config,
         "kind": kind,
         "phase": phase,
         "length": s,
@@ -100,38 +113,47 @@ STEPS = 8
 
 
 def attention_layer(
-    lengths: list[int], cfg: DSSAConfig, reps: int, device: str = "cpu", dtype=torch.float32
+    lengths: list[int],
+    cfgs: dict[str, DSSAConfig],
+    reps: int,
+    device: str = "cpu",
+    dtype=torch.float32,
 ) -> list[dict[str, Any]]:
     rows = []
     g = torch.Generator().manual_seed(0)
     for s in lengths:
         q, k, v = (torch.randn(1, s, h, 64, generator=g).to(device, dtype) for h in (9, 3, 3))
         _dense_layer(q[:, :256], k[:, :256], v[:, :256], True)  # warm-up
-        dense = _best(lambda q=q, k=k, v=v: _dense_layer(q, k, v, True), reps)
-        dssa = _best(lambda q=q, k=k, v=v: dssa_attention(q, k, v, cfg), reps)
-        rows.append(_row("attention layer", "prefill", s, dense, dssa))
-        cache = CompressedKeyCache()
-        dssa_attention(q[:, -1:], k, v, cfg, cache=cache)  # fills the compressed keys
+        for c in cfgs.values():  # warm-up, sparse
+            w = min(s, 2 * c.dense_len)
+            dssa_attention(q[:, :w], k[:, :w], v[:, :w], c)
+        dense, *dssa = _best(
+            [lambda q=q, k=k, v=v: _dense_layer(q, k, v, True)]
+            + [lambda q=q, k=k, v=v, c=c: dssa_attention(q, k, v, c) for c in cfgs.values()],
+            reps,
+        )
+        rows += [_row("attention layer", "prefill", s, dense, t, n) for n, t in zip(cfgs, dssa)]
 
         def dense_steps(q=q, k=k, v=v) -> None:
             for _ in range(STEPS):
                 _dense_layer(q[:, -1:], k, v, False)
 
-        def dssa_steps(q=q, k=k, v=v, cache=cache) -> None:
-            for _ in range(STEPS):
-                dssa_attention(q[:, -1:], k, v, cfg, cache=cache)
+        def dssa_steps(cfg: DSSAConfig, q=q, k=k, v=v) -> Callable[[], None]:
+            cache = CompressedKeyCache()
+            dssa_attention(q[:, -1:], k, v, cfg, cache=cache)  # fills the compressed keys
 
-        dense = _best(dense_steps, reps)
-        dssa = _best(dssa_steps, reps)
-        rows.append(
-            _row(
-                "attention layer",
-                "decode",
-                s,
-                (dense[0] / STEPS, dense[1] / STEPS),
-                (dssa[0] / STEPS, dssa[1] / STEPS),
-            )
-        )
+            def steps() -> None:
+                for _ in range(STEPS):
+                    dssa_attention(q[:, -1:], k, v, cfg, cache=cache)
+
+            return steps
+
+        dense, *dssa = _best([dense_steps] + [dssa_steps(c) for c in cfgs.values()], reps)
+        per_step = [(w / STEPS, c / STEPS) for w, c in (dense, *dssa)]
+        rows += [
+            _row("attention layer", "decode", s, per_step[0], t, n)
+            for n, t in zip(cfgs, per_step[1:])
+        ]
     return rows
 
 
@@ -150,17 +172,26 @@ def _prefill_decode(
 
 
 def _best_prefill(
-    model: Any, ids: torch.Tensor, steps: int, reps: int
-) -> tuple[tuple[float, float], tuple[float, float]]:
-    """Best of ``reps`` prefills (wall and CPU separately); decode from the last one."""
-    runs = [_prefill_decode(model, ids, steps) for _ in range(reps)]
-    prefill = (min(r[0][0] for r in runs), min(r[0][1] for r in runs))
-    return prefill, runs[-1][1]
+    model: Any, ids: torch.Tensor, steps: int, reps: int, cfgs: dict[str, DSSAConfig]
+) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+    """Dense (first) and every config take turns, ``reps`` rounds: best prefill (wall and
+    CPU separately) and the decode of the last round, per mode."""
+    from lc_attention.hf import enable_dssa
+
+    runs: list[list[Any]] = [[] for _ in range(len(cfgs) + 1)]
+    for _ in range(reps):
+        runs[0].append(_prefill_decode(model, ids, steps))
+        for cfg, times in zip(cfgs.values(), runs[1:], strict=True):
+            with enable_dssa(model, cfg):
+                times.append(_prefill_decode(model, ids, steps))
+    return [
+        ((min(r[0][0] for r in times), min(r[0][1] for r in times)), times[-1][1]) for times in runs
+    ]
 
 
 def whole_model(
     lengths: list[int],
-    cfg: DSSAConfig,
+    cfgs: dict[str, DSSAConfig],
     layers: int,
     steps: int,
     reps: int = 1,
@@ -187,37 +218,72 @@ def whole_model(
         ids = torch.randint(0, model.config.vocab_size, (1, s), generator=g).to(device)
         warm = ids if CUDA else ids[:, :256]  # GPU: compile every kernel variant first
         _prefill_decode(model, warm, 1)
-        with enable_dssa(model, cfg):
-            _prefill_decode(model, warm, 1)
-        dense_p, dense_d = _best_prefill(model, ids, steps, reps)
-        with enable_dssa(model, cfg):
-            dssa_p, dssa_d = _best_prefill(model, ids, steps, reps)
-        rows.append(_row(kind, "prefill", s, dense_p, dssa_p))
-        rows.append(_row(kind, "decode", s, dense_d, dssa_d))
+        for cfg in cfgs.values():
+            with enable_dssa(model, cfg):
+                _prefill_decode(model, warm, 1)
+        (dense_p, dense_d), *dssa = _best_prefill(model, ids, steps, reps, cfgs)
+        for name, (dssa_p, dssa_d) in zip(cfgs, dssa, strict=True):
+            rows.append(_row(kind, "prefill", s, dense_p, dssa_p, name))
+            rows.append(_row(kind, "decode", s, dense_d, dssa_d, name))
     return rows
 
 
 def _plot(rows: list[dict[str, Any]], path: pathlib.Path) -> None:
+    """One panel per (measured, phase); one line per setting (x: length, y: speed-up)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    series = sorted({(r["kind"], r["phase"]) for r in rows})
-    for (kind, phase), mark in zip(series, ("o-", "s--", "^-", "v--"), strict=False):
-        pts = sorted(
-            (r["length"], r["speedup"]) for r in rows if (r["kind"], r["phase"]) == (kind, phase)
-        )
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], mark, label=f"{kind}: {phase}")
-    ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("context length (tokens)")
-    ax.set_ylabel("dense time / DSSA time")
-    ax.legend(fontsize=7)
+    configs = list(dict.fromkeys(r.get("config", "dssa") for r in rows))
+    panels = list(dict.fromkeys((r["kind"], r["phase"]) for r in rows))
+    cols = min(2, len(panels))
+    nrows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.0 * nrows), squeeze=False)
+    for ax, (kind, phase) in zip(axes.flat, panels, strict=False):
+        for name, mark in zip(configs, "osv^D<>p*h", strict=False):
+            pts = sorted(
+                (r["length"], r["speedup"])
+                for r in rows
+                if (r.get("config", "dssa"), r["kind"], r["phase"]) == (name, kind, phase)
+            )
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], f"{mark}-", label=name)
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{kind}: {phase}", fontsize=8)
+        ax.set_xlabel("context length (tokens)", fontsize=8)
+        ax.set_ylabel("dense time / DSSA time", fontsize=8)
+        ax.tick_params(labelsize=7)
+        if len(configs) > 1:
+            ax.legend(fontsize=7)
+    for ax in axes.flat[len(panels) :]:
+        ax.axis("off")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def parse_configs(specs: list[str]) -> dict[str, DSSAConfig]:
+    """``["NAME:FIELD=VALUE,...", ...]`` -> ``{NAME: DSSAConfig.small(query_block=64, ...)}``.
+
+    Example:
+        >>> parse_configs(["a:", "b:topk=32"])["b"].topk
+        32
+    """
+    from dssa_quality import parse_config
+
+    cfgs: dict[str, DSSAConfig] = {}
+    for spec in specs:
+        name, sep, fields = spec.partition(":")
+        if not sep or not name:
+            raise SystemExit(f"--config {spec!r}: give NAME:FIELD=VALUE,... (NAME: for none)")
+        if name in cfgs:
+            raise SystemExit(f"--config {spec!r}: the name {name!r} is used twice")
+        name, cfg, phase = parse_config(f"{name}:query_block=64,{fields}")
+        if phase != "both" or type(cfg) is not DSSAConfig:
+            raise SystemExit(f"--config {spec!r}: phase and select are quality-run options")
+        cfgs[name] = cfg
+    return cfgs
 
 
 def main() -> None:
@@ -240,9 +306,11 @@ def main() -> None:
     )
     ap.add_argument(
         "--config",
-        default="",
-        metavar="FIELD=VALUE,...",
-        help="overrides of DSSAConfig.small(query_block=64), e.g. topk=32,block_score=meanvar",
+        action="append",
+        default=[],
+        metavar="NAME:FIELD=VALUE,...",
+        help="a DSSA setting: overrides of DSSAConfig.small(query_block=64), e.g. "
+        "k32:topk=32 (repeatable; default: one setting 'dssa' without overrides)",
     )
     ap.add_argument("--out", type=pathlib.Path, default=None, help="default: speed[_gpu].json")
     args = ap.parse_args()
@@ -251,15 +319,13 @@ def main() -> None:
     dtype = getattr(torch, args.dtype or ("bfloat16" if CUDA else "float32"))
     out = args.out or OUT / ("speed_gpu.json" if CUDA else "speed.json")
     torch.set_num_threads(args.threads)
-    from dssa_quality import parse_config
-
-    cfg = parse_config(f"dssa:query_block=64,{args.config}")[1]
+    cfgs = parse_configs(args.config or ["dssa:"])
     t0 = time.perf_counter()
-    rows = attention_layer(args.lengths, cfg, args.reps, args.device, dtype)
+    rows = attention_layer(args.lengths, cfgs, args.reps, args.device, dtype)
     model_lengths = args.lengths if args.model_lengths is None else args.model_lengths
     if model_lengths:
         rows += whole_model(
-            model_lengths, cfg, args.layers, args.decode_steps, args.model_reps, args.device,
+            model_lengths, cfgs, args.layers, args.decode_steps, args.model_reps, args.device,
             dtype, random_weights=args.random_weights or CUDA,
         )  # fmt: skip
     machine = (
@@ -268,11 +334,12 @@ def main() -> None:
         else f"{platform.machine()} CPU, {args.threads} thread(s), shared with other jobs"
     )
     result = {
-        "config": cfg.__dict__,
+        "configs": {name: cfg.__dict__ for name, cfg in cfgs.items()},
         "dtype": str(dtype).removeprefix("torch."),
         "machine": machine,
         "timing": f"attention layer: best of {args.reps}; model: best of {args.model_reps} "
-        f"prefills, mean of {args.decode_steps} decode steps after the last; "
+        f"prefills, mean of {args.decode_steps} decode steps after the last; dense and "
+        "the settings take turns in every round; "
         + ("wall clock after a device synchronize" if CUDA else "CPU = process time"),
         "wall_s": time.perf_counter() - t0,
         "rows": rows,
