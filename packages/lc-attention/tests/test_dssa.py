@@ -22,6 +22,7 @@ ALL = DSSAConfig(kernel_size=32, stride=16, init_blocks=1, block_size=64, window
                  topk=64, dense_len=0, backend="torch")  # fmt: skip
 SPARSE = DSSAConfig(kernel_size=32, stride=16, init_blocks=1, block_size=64, window_size=64,
                     topk=3, dense_len=128, backend="torch")  # fmt: skip
+FINE = DSSAConfig(**{**SPARSE.__dict__, "kernel_size": 4, "stride": 4})  # training-free spans
 
 
 def _qkv(t: int = 300, hq: int = 6, hkv: int = 2, d: int = 16, seed: int = 0):
@@ -175,27 +176,29 @@ def test_padding_mask_is_respected() -> None:
     torch.testing.assert_close(dssa_attention(q, k, v, ALL, attention_mask=additive), ref)
 
 
-def test_compressed_key_cache_is_incremental_and_detects_new_sequences() -> None:
+@pytest.mark.parametrize("cfg", [SPARSE, FINE], ids=["32/16", "4/4"])
+def test_compressed_key_cache_is_incremental_and_detects_new_sequences(cfg) -> None:
     _, k, _ = _qkv(t=400)
     cache = CompressedKeyCache()
-    cache.update(k[:, :200], SPARSE)
+    cache.update(k[:, :200], cfg)
     for s in range(201, 400, 3):
-        got = cache.update(k[:, :s], SPARSE)
-        torch.testing.assert_close(got, compress_keys(k[:, :s], SPARSE))
+        got = cache.update(k[:, :s], cfg)
+        torch.testing.assert_close(got, compress_keys(k[:, :s], cfg))
     assert cache.full_recomputes == 1
     _, other, _ = _qkv(t=400, seed=9)
-    torch.testing.assert_close(cache.update(other, SPARSE), compress_keys(other, SPARSE))
+    torch.testing.assert_close(cache.update(other, cfg), compress_keys(other, cfg))
     assert cache.full_recomputes == 2
-    cache.update(other[:, :100], SPARSE)  # shorter: a new prompt
+    cache.update(other[:, :100], cfg)  # shorter: a new prompt
     assert cache.full_recomputes == 3
 
 
-def test_decode_with_cache_matches_decode_without() -> None:
+@pytest.mark.parametrize("cfg", [SPARSE, FINE], ids=["32/16", "4/4"])
+def test_decode_with_cache_matches_decode_without(cfg) -> None:
     q, k, v = _qkv(t=330, seed=2)
     cache = CompressedKeyCache()
     for s in range(300, 330):
-        a = dssa_attention(q[:, s - 1 : s], k[:, :s], v[:, :s], SPARSE, cache=cache)
-        b = dssa_attention(q[:, s - 1 : s], k[:, :s], v[:, :s], SPARSE)
+        a = dssa_attention(q[:, s - 1 : s], k[:, :s], v[:, :s], cfg, cache=cache)
+        b = dssa_attention(q[:, s - 1 : s], k[:, :s], v[:, :s], cfg)
         torch.testing.assert_close(a, b)
     assert cache.full_recomputes == 1
 
