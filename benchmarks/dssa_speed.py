@@ -17,6 +17,8 @@ with ``--threads 1`` (the default) CPU time is the robust measure on a loaded ma
   stack; the embedding and a one-position LM head are included): prefill of ``S``
   random tokens with ``use_cache=True`` (best of ``--model-reps``), then
   ``--decode-steps`` greedy tokens, with the model's own ``"sdpa"`` vs ``enable_dssa``.
+  ``--model-text docs`` reads the last window of Python's documentation instead of
+  random tokens: real attention, so per-query selections overlap as in real use.
 
 With ``--device cuda`` (bf16 by default) the same comparison runs on a GPU: wall clock
 after a device synchronize, best of ``--reps``; the model is SmolLM2-135M's architecture
@@ -198,6 +200,7 @@ def whole_model(
     device: str = "cpu",
     dtype=torch.float32,
     random_weights: bool = False,
+    text: str = "random",
 ) -> list[dict[str, Any]]:
     from lc_attention.hf import enable_dssa
 
@@ -207,15 +210,22 @@ def whole_model(
     else:
         from lc_agents.models import load_model
 
-        model, _ = load_model()
+        model, tok = load_model()
         total = len(model.model.layers)
         model.model.layers = model.model.layers[:layers]
         model.config.num_hidden_layers = layers
         kind = f"SmolLM2-135M, {layers} of {total} layers"
     rows = []
     g = torch.Generator().manual_seed(0)
+    if text == "docs":
+        kind += ", documentation text"
     for s in lengths:
-        ids = torch.randint(0, model.config.vocab_size, (1, s), generator=g).to(device)
+        if text == "docs":  # the last window of Python's documentation (real attention)
+            from dssa_quality import doc_window
+
+            ids = doc_window(tok, s, -1).to(device)
+        else:
+            ids = torch.randint(0, model.config.vocab_size, (1, s), generator=g).to(device)
         warm = ids if CUDA else ids[:, :256]  # GPU: compile every kernel variant first
         _prefill_decode(model, warm, 1)
         for cfg in cfgs.values():
@@ -312,10 +322,19 @@ def main() -> None:
         help="a DSSA setting: overrides of DSSAConfig.small(query_block=64), e.g. "
         "k32:topk=32 (repeatable; default: one setting 'dssa' without overrides)",
     )
+    ap.add_argument(
+        "--model-text",
+        choices=["random", "docs"],
+        default="random",
+        help="model input: random tokens, or the last window of Python's documentation "
+        "(real text: the attention, and so per-query selections, are those of real use)",
+    )
     ap.add_argument("--out", type=pathlib.Path, default=None, help="default: speed[_gpu].json")
     args = ap.parse_args()
     global CUDA
     CUDA = args.device == "cuda"
+    if args.model_text == "docs" and (args.random_weights or CUDA):
+        raise SystemExit("--model-text docs needs the embedded model (CPU, no --random-weights)")
     dtype = getattr(torch, args.dtype or ("bfloat16" if CUDA else "float32"))
     out = args.out or OUT / ("speed_gpu.json" if CUDA else "speed.json")
     torch.set_num_threads(args.threads)
@@ -326,7 +345,7 @@ def main() -> None:
     if model_lengths:
         rows += whole_model(
             model_lengths, cfgs, args.layers, args.decode_steps, args.model_reps, args.device,
-            dtype, random_weights=args.random_weights or CUDA,
+            dtype, random_weights=args.random_weights or CUDA, text=args.model_text,
         )  # fmt: skip
     machine = (
         f"{torch.cuda.get_device_name()}, torch {torch.__version__}"
