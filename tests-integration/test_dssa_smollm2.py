@@ -37,10 +37,12 @@ def test_dense_len_above_length_gives_identical_logits(smollm2) -> None:
     assert torch.equal(out, ref)
 
 
-def test_sparse_dssa_answers_niah_like_dense(smollm2) -> None:
+@pytest.mark.parametrize("preset", ["small", "training_free"])
+def test_sparse_dssa_answers_niah_like_dense(smollm2, preset: str) -> None:
     model, tok = smollm2
     ids, answer = _prompt_ids(tok, 1500, seed=1)
-    cfg = DSSAConfig.small(dense_len=512, topk=8, window_size=256)  # 8 of ~25 blocks
+    make = getattr(DSSAConfig, preset)
+    cfg = make(dense_len=512, topk=8, window_size=256)  # 8 of ~25 blocks
     assert ids.shape[1] > cfg.dense_len
     with torch.no_grad():
         dense = model.generate(ids, max_new_tokens=12, do_sample=False)

@@ -162,14 +162,15 @@ class DSSAConfig:
     def training_free(cls, **overrides: object) -> DSSAConfig:
         """Preset for a pretrained model that never saw sparse attention (8K-32K context).
 
-        [small][lc_attention.dssa.DSSAConfig.small] (16 blocks of 64) with blocks scored
-        through 4-token spans (``kernel_size=4, stride=4``) instead of 32-token spans
-        every 16, and the selection shared by groups of 64 queries (``query_block=64``).
-        A long span's mean dilutes a single relevant key; short spans keep it. At 4K this
-        brought the embedded SmolLM2-135M to dense attention's NIAH accuracy and both
-        embedded models' perplexity within 2% of dense, where ``small()`` loses both.
-        Stage 1 scores 4x as many spans, so prefill costs more than with ``small()``;
-        the budget (``topk``) still limits retrieval at 8K and beyond. Measurements:
+        [small][lc_attention.dssa.DSSAConfig.small] (16 blocks of 64, every query
+        selecting its own blocks, as in the paper) with blocks scored through 4-token
+        spans (``kernel_size=4, stride=4``) instead of 32-token spans every 16. A long
+        span's mean dilutes a single relevant key; short spans keep it. On the embedded
+        SmolLM2-135M and Gemma-3-270M this kept dense attention's NIAH accuracy at 4K
+        (and at 8K on Gemma-3) with perplexity within 2% of dense, where ``small()``
+        loses both. Stage 1 scores 4x as many spans, and per-query selection makes the
+        CPU prefill path gather more blocks: on CPU, ``query_block=64`` prefills about
+        3x faster but loses retrieval from 8K on. Measurements:
         ``docs/packages/lc-attention-dssa-trainingfree.md``.
 
         Args:
@@ -181,8 +182,8 @@ class DSSAConfig:
         Example:
             >>> cfg = DSSAConfig.training_free()
             >>> (cfg.kernel_size, cfg.stride, cfg.topk, cfg.query_block)
-            (4, 4, 16, 64)
+            (4, 4, 16, 1)
         """
-        base: dict[str, object] = {"kernel_size": 4, "stride": 4, "query_block": 64}
+        base: dict[str, object] = {"kernel_size": 4, "stride": 4}
         base.update(overrides)
         return cls.small(**base)
