@@ -34,9 +34,13 @@ SOURCES: dict[tuple[str, str], tuple[Source, Source]] = {
         ("niah_granularity_smollm2_4k_c8s8.json", "c8s8"),
         ("ppl_granularity_smollm2_4k_c8s8.json", "c8s8"),
     ),
-    ("SmolLM2 4K", "training_free() 4/4"): (
+    ("SmolLM2 4K", "4/4, 64-query groups"): (
         ("niah_granularity_smollm2_4k.json", "c4s4"),
         ("ppl_granularity_smollm2_4k.json", "c4s4"),
+    ),
+    ("SmolLM2 4K", "training_free() (per query)"): (
+        ("quality_pertoken_smollm2_4k.json", "tftok16"),
+        ("quality_pertoken_smollm2_4k.json", "tftok16"),
     ),
     ("Gemma-3 4K", "dense"): (
         ("niah_granularity_gemma3_4k.json", "dense"),
@@ -50,9 +54,13 @@ SOURCES: dict[tuple[str, str], tuple[Source, Source]] = {
         ("niah_granularity_gemma3_4k.json", "c8s8"),
         ("ppl_granularity_gemma3_4k.json", "c8s8"),
     ),
-    ("Gemma-3 4K", "training_free() 4/4"): (
+    ("Gemma-3 4K", "4/4, 64-query groups"): (
         ("niah_granularity_gemma3_4k.json", "c4s4"),
         ("ppl_granularity_gemma3_4k.json", "c4s4"),
+    ),
+    ("Gemma-3 4K", "training_free() (per query)"): (
+        ("quality_pertoken_gemma3_4k.json", "tftok16"),
+        ("quality_pertoken_gemma3_4k.json", "tftok16"),
     ),
     ("SmolLM2 8K", "dense"): (
         ("granularity_smollm2_8k.json", "dense"),
@@ -62,38 +70,62 @@ SOURCES: dict[tuple[str, str], tuple[Source, Source]] = {
         ("granularity_smollm2_8k.json", "dssa"),
         ("granularity_smollm2_8k.json", "dssa"),
     ),
-    ("SmolLM2 8K", "training_free() 4/4"): (
+    ("SmolLM2 8K", "4/4, 64-query groups"): (
         ("granularity_smollm2_8k.json", "c4s4"),
         ("granularity_smollm2_8k.json", "c4s4"),
     ),
-    ("SmolLM2 8K", "4/4, topk=32"): (
+    ("SmolLM2 8K", "4/4 groups, topk=32"): (
         ("budget_trainingfree_smollm2_8k.json", "tf32"),
         ("budget_trainingfree_smollm2_8k.json", "tf32"),
     ),
-    ("SmolLM2 8K", "4/4, topk=48"): (
+    ("SmolLM2 8K", "4/4 groups, topk=48"): (
         ("budget_trainingfree_smollm2_8k.json", "tf48"),
         ("budget_trainingfree_smollm2_8k.json", "tf48"),
     ),
-    ("SmolLM2 8K", "4/4, topk=64"): (
+    ("SmolLM2 8K", "4/4 groups, topk=64"): (
         ("budget_trainingfree_smollm2_8k_tf64.json", "tf64"),
         ("budget_trainingfree_smollm2_8k_tf64.json", "tf64"),
     ),
-    ("Gemma-3 8K", "dense"): (("quality_gemma3_4k8k.json", "dense"), None),
+    ("SmolLM2 8K", "training_free() (per query)"): (
+        ("niah_pertoken_smollm2_8k_k16.json", "tftok16"),
+        ("ppl_pertoken_smollm2_8k.json", "tftok16"),
+    ),
+    ("SmolLM2 8K", "training_free(topk=32)"): (
+        ("niah_pertoken_smollm2_8k_k32.json", "tftok32"),
+        ("ppl_pertoken_smollm2_8k.json", "tftok32"),
+    ),
+    ("SmolLM2 8K", "4/4, 16-query groups"): (("groups_smollm2_8k.json", "qb16"), None),
+    ("SmolLM2 8K", "4/4, 8-query groups"): (("groups_smollm2_8k.json", "qb8"), None),
+    ("Gemma-3 8K", "dense"): (
+        ("quality_gemma3_4k8k.json", "dense"),
+        ("ppl_pertoken_gemma3_8k.json", "dense"),
+    ),
     ("Gemma-3 8K", "small() 32/16"): (("quality_gemma3_4k8k.json", "dssa"), None),
     ("Gemma-3 8K", "8/8"): (("niah_granularity_gemma3_8k_c8s8.json", "c8s8"), None),
-    ("Gemma-3 8K", "training_free() 4/4"): (
+    ("Gemma-3 8K", "4/4, 64-query groups"): (
         ("niah_granularity_gemma3_8k_c4s4.json", "c4s4"),
         None,
     ),
-    ("Gemma-3 8K", "4/4, topk=32"): (("budget_trainingfree_gemma3_8k_tf32.json", "tf32"), None),
+    ("Gemma-3 8K", "4/4 groups, topk=32"): (
+        ("budget_trainingfree_gemma3_8k_tf32.json", "tf32"),
+        None,
+    ),
+    ("Gemma-3 8K", "training_free() (per query)"): (
+        ("niah_pertoken_gemma3_8k.json", "tftok16"),
+        ("ppl_pertoken_gemma3_8k.json", "tftok16"),
+    ),
     ("Gemma-3 16K", "dense"): (("quality_gemma3.json", "dense"), ("quality_gemma3.json", "dense")),
     ("Gemma-3 16K", "small() 32/16"): (
         ("quality_gemma3.json", "dssa"),
         ("quality_gemma3.json", "dssa"),
     ),
-    ("Gemma-3 16K", "training_free() 4/4"): (
+    ("Gemma-3 16K", "4/4, 64-query groups"): (
         ("quality_trainingfree_gemma3_16k.json", "tf"),
         ("quality_trainingfree_gemma3_16k.json", "tf"),
+    ),
+    ("Gemma-3 16K", "training_free() (per query)"): (
+        ("quality_pertoken_gemma3_16k.json", "tftok16"),
+        ("quality_pertoken_gemma3_16k.json", "tftok16"),
     ),
 }
 
@@ -140,8 +172,8 @@ def plot(records: list[dict[str, Any]], path: pathlib.Path) -> None:
 
     groups = list(dict.fromkeys(r["group"] for r in records))
     settings = list(dict.fromkeys(s for _, s in SOURCES))
-    colors = dict(zip(settings, plt.get_cmap("tab10").colors, strict=False))
-    fig, (ax_n, ax_p) = plt.subplots(2, 1, figsize=(9, 6.2), sharex=True)
+    colors = dict(zip(settings, plt.get_cmap("tab20").colors, strict=False))
+    fig, (ax_n, ax_p) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
     width = 0.8 / max(1, max(sum(r["group"] == g for r in records) for g in groups))
     for gi, group in enumerate(groups):
         recs = [r for r in records if r["group"] == group]
@@ -159,13 +191,14 @@ def plot(records: list[dict[str, Any]], path: pathlib.Path) -> None:
                 ax_p.bar(x, 100 * rec["ppl_change"], width, **kw)
     ax_n.set_ylabel("NIAH accuracy")
     ax_n.set_ylim(0, 1.25)
-    ax_n.legend(fontsize=7, ncol=4, loc="upper right")
+    handles, labels = ax_n.get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, ncol=4, loc="lower center")
     ax_p.axhline(2.0, color="grey", ls="--", lw=0.8)
     ax_p.axhline(0.0, color="grey", lw=0.8)
     ax_p.set_ylabel("perplexity vs dense (%)")
     ax_p.set_xticks(range(len(groups)), groups)
     fig.suptitle("DSSA without training: settings vs dense (same items and texts)", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
