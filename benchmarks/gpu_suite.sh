@@ -39,8 +39,9 @@ print(torch.__version__, triton.__version__, transformers.__version__, torch.cud
 step fsa_vs_nsa 120 "$PY" packages/lc-kernels/benchmarks/fsa_vs_nsa.py --device cuda --budget-s 80
 step oomb_gpu 75 "$PY" packages/lc-train/benchmarks/oomb_gpu.py
 step dssa_stage1 60 "$PY" benchmarks/dssa_stage1.py --device cuda --lengths 8192 16384 32768 65536
-step dssa_speed 60 "$PY" benchmarks/dssa_speed.py --device cuda --reps 5 --decode-steps 8 \
-  --lengths 8192 16384 32768 65536 --model-lengths 8192 16384 32768 --layers 30
+step dssa_speed 80 "$PY" benchmarks/dssa_speed.py --device cuda --reps 5 --decode-steps 8 \
+  --lengths 8192 16384 32768 65536 --model-lengths 8192 16384 32768 --layers 30 \
+  --config published: --config training_free:kernel_size=4,stride=4,query_block=1
 step lychee_speed 100 "$PY" benchmarks/lychee_speed.py --device cuda --no-dynamic --reps 3 \
   --steps 8 --lengths 8192 16384 32768 65536 131072
 step pytest_gpu 150 "$PY" -m pytest -v -p no:cacheprovider --timeout 120 -m "not model and not slow" \
