@@ -104,7 +104,7 @@ SOURCES: dict[tuple[str, str], tuple[Source, Source]] = {
     ("Gemma-3 8K", "8/8"): (("niah_granularity_gemma3_8k_c8s8.json", "c8s8"), None),
     ("Gemma-3 8K", "4/4, 64-query groups"): (
         ("niah_granularity_gemma3_8k_c4s4.json", "c4s4"),
-        None,
+        ("ppl_groups_gemma3_8k.json", "g64"),
     ),
     ("Gemma-3 8K", "4/4 groups, topk=32"): (
         ("budget_trainingfree_gemma3_8k_tf32.json", "tf32"),
@@ -113,6 +113,10 @@ SOURCES: dict[tuple[str, str], tuple[Source, Source]] = {
     ("Gemma-3 8K", "training_free() (per query)"): (
         ("niah_pertoken_gemma3_8k.json", "tftok16"),
         ("ppl_pertoken_gemma3_8k.json", "tftok16"),
+    ),
+    ("Gemma-3 8K", "training_free(topk=32)"): (
+        None,
+        ("ppl_pertoken_gemma3_8k_k32.json", "tftok32"),
     ),
     ("Gemma-3 16K", "dense"): (("quality_gemma3.json", "dense"), ("quality_gemma3.json", "dense")),
     ("Gemma-3 16K", "small() 32/16"): (
