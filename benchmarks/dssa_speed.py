@@ -218,11 +218,11 @@ def whole_model(
     rows = []
     g = torch.Generator().manual_seed(0)
     if text == "docs":
+        from dssa_quality import doc_window
+
         kind += ", documentation text"
     for s in lengths:
         if text == "docs":  # the last window of Python's documentation (real attention)
-            from dssa_quality import doc_window
-
             ids = doc_window(tok, s, -1).to(device)
         else:
             ids = torch.randint(0, model.config.vocab_size, (1, s), generator=g).to(device)

@@ -11,6 +11,7 @@ the dense mode it is compared with) and writes ``trainingfree_summary.png`` and
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import pathlib
@@ -134,11 +135,17 @@ SOURCES: dict[tuple[str, str], tuple[Source, Source]] = {
 }
 
 
+@functools.cache
+def _rows(name: str) -> list[dict[str, Any]]:
+    """The rows of a result file (each file is read once)."""
+    return json.loads((OUT / name).read_text())["rows"]
+
+
 def _mode(source: Source, length: int) -> dict[str, Any] | None:
     """The mode's result in the row of ``length`` of its file, with the row's item count."""
     if source is None or not (OUT / source[0]).exists():
         return None
-    rows = [r for r in json.loads((OUT / source[0]).read_text())["rows"] if r["length"] == length]
+    rows = [r for r in _rows(source[0]) if r["length"] == length]
     if len(rows) != 1:
         raise ValueError(f"{source[0]}: expected one row of length {length}, got {len(rows)}")
     if source[1] not in rows[0]:
@@ -179,13 +186,14 @@ def plot(records: list[dict[str, Any]], path: pathlib.Path) -> None:
     colors = dict(zip(settings, plt.get_cmap("tab20").colors, strict=False))
     fig, (ax_n, ax_p) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
     width = 0.8 / max(1, max(sum(r["group"] == g for r in records) for g in groups))
+    labelled: set[str] = set()  # one legend entry per setting
     for gi, group in enumerate(groups):
         recs = [r for r in records if r["group"] == group]
         for si, rec in enumerate(recs):
             x = gi + (si - (len(recs) - 1) / 2) * width
             label = rec["setting"]
-            first = all(r["setting"] != label for r in records[: records.index(rec)])
-            kw = {"color": colors[label], "label": label if first else None}
+            kw = {"color": colors[label], "label": None if label in labelled else label}
+            labelled.add(label)
             if "niah_hits" in rec:
                 acc = rec["niah_hits"] / rec["n"]
                 ax_n.bar(x, acc, width, **kw)

@@ -264,8 +264,7 @@ def test_short_spans_find_a_single_relevant_key_that_long_spans_average_away() -
         k[0, j * 64 : j * 64 + 32, 0] += 0.6 * u
     needle = 5 * 64 + 40  # in block 5, in the second half of the block
     k[0, needle, 0] = 6.0 * u
-    over = {"dense_len": 0, "window_size": 128, "topk": 6, "backend": "torch"}
-    over["query_block"] = 64
+    over = {"dense_len": 0, "window_size": 128, "topk": 6, "backend": "torch", "query_block": 64}
     fine, coarse = DSSAConfig.training_free(**over), DSSAConfig.small(**over)
     pos = s - 64
     picked = {}

@@ -184,6 +184,4 @@ class DSSAConfig:
             >>> (cfg.kernel_size, cfg.stride, cfg.topk, cfg.query_block)
             (4, 4, 16, 1)
         """
-        base: dict[str, object] = {"kernel_size": 4, "stride": 4}
-        base.update(overrides)
-        return cls.small(**base)
+        return cls.small(**{"kernel_size": 4, "stride": 4, **overrides})
