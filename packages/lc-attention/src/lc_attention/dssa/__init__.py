@@ -22,12 +22,17 @@ from lc_attention.dssa.selection import (
     select_blocks,
     select_group_blocks,
 )
-from lc_attention.dssa.sparse import grouped_selected_attention, tiled_selected_attention
+from lc_attention.dssa.sparse import (
+    block_major_selected_attention,
+    grouped_selected_attention,
+    tiled_selected_attention,
+)
 
 __all__ = [
     "CompressedKeyCache",
     "DSSAConfig",
     "block_bounds",
+    "block_major_selected_attention",
     "block_scores",
     "bound_logits",
     "compress_keys",

@@ -10,7 +10,11 @@ import torch.nn.functional as F
 from lc_attention.dssa.cache import CompressedKeyCache
 from lc_attention.dssa.config import DSSAConfig
 from lc_attention.dssa.selection import compress_keys, query_groups, select_group_blocks
-from lc_attention.dssa.sparse import grouped_selected_attention, tiled_selected_attention
+from lc_attention.dssa.sparse import (
+    block_major_selected_attention,
+    grouped_selected_attention,
+    tiled_selected_attention,
+)
 from lc_kernels import selected_attention
 
 
@@ -172,12 +176,15 @@ def dssa_attention(
     costs ``O(topk * block_size)`` instead of ``O(S)``; with ``config.query_block > 1``
     (and no padding mask) each query group gathers its own blocks and runs one SDPA
     ([grouped_selected_attention][lc_attention.dssa.sparse.grouped_selected_attention]);
-    everything else runs
+    per-query selection without a padding mask or a gradient runs
+    [block_major_selected_attention][lc_attention.dssa.sparse.block_major_selected_attention]
+    (forced blocks per tile, every other selected block with the queries that chose
+    it: exactly the selected work); everything else runs
     [tiled_selected_attention][lc_attention.dssa.sparse.tiled_selected_attention]:
     tiles of 64 queries gather the union of their selected blocks and run one SDPA,
     ``O(T * U * block_size)`` for a union of ``U`` blocks. Selection, the grouped path
     and decoding read nothing back from the device (no synchronisation on a GPU); the
-    tiled path reads its union sizes once per call.
+    block-major and tiled paths read their sizes once per call.
 
     Args:
         query: ``[B, T, HQ, D]`` queries.
@@ -242,6 +249,19 @@ def dssa_attention(
     if t <= GATHER_MAX_QUERIES:
         return _gathered_attention(
             query, key, value, idx, positions, config.block_size, sc, allowed_pad
+        )
+    grad = torch.is_grad_enabled() and any(x.requires_grad for x in (query, key, value))
+    if allowed_pad is None and not grad:
+        return block_major_selected_attention(
+            query,
+            key,
+            value,
+            idx,
+            start,
+            config.block_size,
+            sc,
+            config.init_blocks,
+            config.local_blocks,
         )
     return tiled_selected_attention(
         query, key, value, idx, positions, config.block_size, sc, TILE, allowed_pad

@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Iterator
 
 import torch
+import torch.nn.functional as F
 
 from lc_attention.dssa.config import DSSAConfig
 from lc_kernels import mean_pool_compress, num_compressed
@@ -210,7 +211,9 @@ def _score_chunks(
     kf = (k_cmp.float() * scale).permute(0, 2, 3, 1).contiguous()  # [B, H_kv, D, C]
     m = min(chunk, t)
     logits = torch.empty(b * hkv * m * g * max(c, 1), device=dev)
-    pooled = torch.zeros(b, hkv, -(-m // qb) + 1, width, device=dev)
+    # rows first, so that each chunk's rows are one contiguous [rows * B * H_kv, width]
+    # table for the max-pool
+    pooled = torch.zeros(-(-m // qb) + 1, b, hkv, width, device=dev)
     g0 = start // qb
     filled = 0
     first = (-start) % chunk or chunk
@@ -237,20 +240,22 @@ def _score_chunks(
         torch.ops.aten._softmax.out(sc, -1, False, out=sc)  # row by row: safe in place
         if p_lo < ks - 1:  # queries that see no compressed key yet: 0, not NaN
             sc.nan_to_num_(nan=0.0)
-        view = pooled[:, :, :rows]
+        view = pooled[:rows]
         if filled > cv:  # a chunk seeing fewer spans than the last one: clear the rest
             view[..., pad_left + cv :].zero_()
-        dst = view[..., pad_left : pad_left + cv]
-        if qb == 1:
-            dst.copy_(sc.view(b, hkv, n, g, cv).sum(3))  # summed over the group's heads
+        dst = view[..., pad_left : pad_left + cv].permute(1, 2, 0, 3)  # [B, H_kv, rows, cv]
+        if qb == 1:  # summed over the group's heads
+            torch.sum(sc.view(b, hkv, n, g, cv), 3, out=dst)
         elif n == rows * qb:  # whole groups: one reduction over each group's rows
-            dst.copy_(sc.view(b, hkv, rows, qb * g, cv).sum(3))
+            torch.sum(sc.view(b, hkv, rows, qb * g, cv), 3, out=dst)
         else:  # a group cut by the ends of the queries
             for j, (i0, i1) in enumerate(_segments(p_lo, p_hi, qb)):
                 torch.sum(sc[:, :, i0 * g : i1 * g], 2, out=dst[:, :, j])
         filled = cv
-        win = view.unfold(-1, r + pad_left, r)  # [B, H_kv, rows, NB, r + pad_left]
-        yield lo, hi, win.amax(-1).permute(0, 2, 1, 3)
+        # block j: the max over spans j * r - pad_left .. j * r + r - 1 (max_pool1d reads
+        # contiguous rows several times faster than an amax over unfolded windows)
+        win = F.max_pool1d(view.view(-1, 1, width), r + pad_left, r)
+        yield lo, hi, win.view(rows, b, hkv, nb).transpose(0, 1)
 
 
 def _bound_chunks(

@@ -265,3 +265,252 @@ def grouped_selected_attention(
         )
         out[:, a:e] = o.view(b, n, hkv, g, group, d).permute(0, 1, 4, 2, 3, 5)
     return out.view(b, tq, hq, d)[:, front : front + t]
+
+
+def attention_with_lse(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention and the log-sum-exp of its logits, ``[N, 1, L, D]`` inputs.
+
+    Args:
+        q: ``[N, 1, L, D]`` queries.
+        k: ``[N, 1, M, D]`` keys.
+        v: ``[N, 1, M, D]`` values.
+        scale: softmax scale.
+        mask: optional additive float mask broadcastable to ``[N, 1, L, M]``; every row
+            must allow at least one key.
+
+    Returns:
+        ``(out [N, 1, L, D] in q.dtype, lse [N, 1, L] float32)``. On CPU this is one
+        pass of PyTorch's flash-attention kernel, which returns both; elsewhere plain
+        matrix products.
+    """
+    if q.device.type == "cpu" and q.dtype in (torch.float32, torch.bfloat16, torch.float16):
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, attn_mask=mask, scale=scale
+        )
+        return out, lse.float()
+    logits = (q.float() @ k.float().transpose(-1, -2)) * scale
+    if mask is not None:
+        logits = logits + mask
+    lse = torch.logsumexp(logits, -1)
+    out = torch.exp(logits - lse[..., None]) @ v.float()
+    return out.to(q.dtype), lse
+
+
+# query rows (queries x heads x head_dim) per batch of key-block chunks: bounds memory
+_PAIR_CHUNK_ELEMS = 1 << 23
+
+
+def block_major_selected_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    idx: torch.Tensor,
+    start: int,
+    block_size: int,
+    scale: float,
+    init_blocks: int,
+    local_blocks: int,
+    chunk: int = 64,
+) -> torch.Tensor:
+    """Causal attention of every query over its own selected blocks, key block by key block.
+
+    The CPU prefill path of per-query selection (``DSSAConfig.query_block = 1``). The
+    blocks every query of a ``block_size``-aligned tile is forced to take (the first
+    ``init_blocks``, the ``local_blocks`` most recent and its own block) are the same
+    for the whole tile: one SDPA per (tile, KV head) over them, causal inside the own
+    block. Every other selected block ``j`` of query ``t`` (strictly before ``t``'s
+    block, so fully visible) is one (query, block) pair: the pairs are sorted by block,
+    the queries of each block cut into chunks of ``chunk``, and each chunk attends to
+    its one block (as Flash Sparse Attention loops over key blocks and gathers the
+    queries that chose them). The partial results are merged with their log-sum-exp.
+    The work is that of the selection itself, ``O(T * K * block_size)``, with no union
+    of neighbouring queries' blocks and no mask outside the own block. Inference only
+    (no autograd); reads the number of pairs back once.
+
+    Args:
+        q: ``[B, T, HQ, D]`` queries; query ``t`` sits at key position ``start + t``.
+        k: ``[B, S, H_kv, D]`` keys; ``HQ`` a multiple of ``H_kv``; ``start + T <= S``.
+        v: ``[B, S, H_kv, D]`` values.
+        idx: ``[B, T, H_kv, K]`` block ids per query (``-1`` = unused slot, duplicates
+            count once, future blocks are ignored). A forced block that a query did not
+            select is masked out for that query.
+        start: key position of the first query.
+        block_size: tokens per key block.
+        scale: softmax scale.
+        init_blocks: leading blocks forced for every query.
+        local_blocks: most recent blocks (own block included) forced for every query.
+        chunk: queries per (key block, chunk) product.
+
+    Returns:
+        ``[B, T, HQ, D]``; a query with no allowed key gets 0.
+
+    Example:
+        >>> import torch
+        >>> q = torch.randn(1, 256, 4, 8); k = torch.randn(1, 256, 2, 8)
+        >>> idx = torch.tensor([0, 1, 3, -1]).expand(1, 256, 2, 4)
+        >>> block_major_selected_attention(q, k, k, idx, 0, 64, 0.35, 1, 1).shape
+        torch.Size([1, 256, 4, 8])
+    """
+    b, t, hq, d = q.shape
+    s, hkv = k.shape[1], k.shape[2]
+    g = hq // hkv
+    bs = block_size
+    nb = -(-s // bs)
+    dev = q.device
+    ids = idx.long().sort(-1).values
+    ids[..., 1:].masked_fill_(ids[..., 1:] == ids[..., :-1], -1)  # duplicates count once
+    # forced slots of each tile: init blocks, then the local window ending at the own block
+    front = start % bs
+    tile0 = start // bs
+    n_tiles = -(-(front + t) // bs)
+    own = torch.arange(tile0, tile0 + n_tiles, device=dev)  # [nT] block of each tile
+    n_loc = max(1, local_blocks)
+    f_ids = torch.cat(
+        [
+            torch.arange(init_blocks, device=dev).expand(n_tiles, -1),
+            own[:, None] - torch.arange(n_loc - 1, -1, -1, device=dev),
+        ],
+        1,
+    )  # [nT, F]
+    f_ok = (f_ids >= 0) & (f_ids <= own[:, None])
+    f_ok[:, init_blocks:] &= f_ids[:, init_blocks:] >= init_blocks  # counted once
+    n_f = f_ids.shape[1]
+    # per query: which forced slots it selected, and which selections are pairs
+    q_tile = torch.arange(front, front + t, device=dev) // bs  # [T] tile of each query
+    f_q = torch.where(f_ok, f_ids, -2)[q_tile]  # [T, F]
+    is_f = ids[..., :, None] == f_q[None, :, None, None, :]  # [B, T, H_kv, K, F]
+    member = is_f.any(3)  # [B, T, H_kv, F]
+    pair = (ids >= 0) & (ids < own[q_tile].view(1, t, 1, 1)) & ~is_f.any(4)
+    del is_f
+
+    kb = F.pad(k.transpose(1, 2), (0, 0, 0, nb * bs - s)).reshape(b * hkv * nb, bs, d)
+    vb = F.pad(v.transpose(1, 2), (0, 0, 0, nb * bs - s)).reshape(b * hkv * nb, bs, d)
+    row0 = (torch.arange(b, device=dev)[:, None] * hkv + torch.arange(hkv, device=dev)) * nb
+
+    # forced part: one SDPA per (tile, KV head) over its F blocks
+    tq = n_tiles * bs
+    qp = F.pad(q, (0, 0, 0, 0, front, tq - t - front))
+    qt = qp.view(b, n_tiles, bs, hkv, g, d).permute(0, 1, 3, 4, 2, 5)  # [B, nT, H, G, bs, D]
+    rows_f = row0[:, None, :, None] + f_ids.clamp(0, nb - 1)[None, :, None, :]  # [B, nT, H, F]
+    length = n_f * bs
+    koff = torch.arange(bs, device=dev)
+    kpos = (f_ids[..., None] * bs + koff).view(n_tiles, 1, length)
+    qpos = (own[:, None] * bs + koff).view(n_tiles, bs, 1)
+    ok = f_ok[..., None].expand(-1, -1, bs).reshape(n_tiles, 1, length) & (kpos <= qpos)
+    # a padded query row (outside [start, start + T)) counts as selecting every slot
+    mem = F.pad(member, (0, 0, 0, 0, front, tq - t - front), value=True)
+    mem = mem.view(b, n_tiles, bs, hkv, n_f).permute(0, 1, 3, 2, 4)  # [B, nT, H, bs, F]
+    o_f = q.new_empty(b, n_tiles, hkv, g, bs, d)
+    lse_f = torch.empty(b, n_tiles, hkv, g, bs, device=dev)
+    # a regular tile has every forced slot, selected by all its queries: its mask is the
+    # causal one inside the own block, the same for every such tile (one broadcast mask)
+    regular = (f_ok.all(1) & mem.flatten(2).all(2).all(0)).tolist()
+    pattern = torch.zeros(1, 1, g * bs, length, dtype=q.dtype, device=dev)  # ok[-1]: the
+    # last tile has every forced slot whenever any tile has (its own block is the largest)
+    pattern.masked_fill_(~ok[-1].repeat(g, 1), -torch.inf)
+    per = max(1, _GROUP_CHUNK_ELEMS // (b * hkv * length * d))
+    cuts = [0]
+    for i in range(1, n_tiles + 1):
+        if i == n_tiles or regular[i] != regular[cuts[-1]] or i - cuts[-1] == per:
+            cuts.append(i)
+    for a, e in itertools.pairwise(cuts):
+        n = e - a
+        has = None
+        if regular[a]:
+            bias = pattern
+        else:
+            allowed = ok[None, a:e, None] & mem[:, a:e, ..., None].expand(
+                *mem[:, a:e].shape, bs
+            ).flatten(-2)  # [B, n, H, bs, L]
+            has = allowed.any(-1)
+            allowed |= ~has[..., None]  # keep empty rows finite; their weight is 0 below
+            full = torch.zeros(allowed.shape, dtype=q.dtype, device=dev)
+            full.masked_fill_(~allowed, -torch.inf)
+            bias = full[:, :, :, None].expand(-1, -1, -1, g, -1, -1)
+            bias = bias.reshape(b * n * hkv, 1, g * bs, length)
+        rows = rows_f[:, a:e].reshape(-1)
+        o, lse = attention_with_lse(
+            qt[:, a:e].reshape(b * n * hkv, 1, g * bs, d),
+            kb.index_select(0, rows).view(b * n * hkv, 1, length, d),
+            vb.index_select(0, rows).view(b * n * hkv, 1, length, d),
+            scale,
+            bias,
+        )
+        o_f[:, a:e] = o.view(b, n, hkv, g, bs, d)
+        lse_f[:, a:e] = lse.view(b, n, hkv, g, bs)
+        if has is not None:
+            lse_f[:, a:e].masked_fill_(~has[:, :, :, None], -torch.inf)
+    # running state per (batch, query, KV head) row: max log-mass, weight, weighted sum
+    n_rows = b * t * hkv
+    sl = slice(front, front + t)
+    # (one more row, a sink for the padding slots of the chunks)
+    run_o = torch.zeros(n_rows + 1, g, d, device=dev)
+    run_m = torch.full((n_rows + 1, g), -torch.inf, device=dev)
+    run_o[:n_rows].view(b, t, hkv, g, d).copy_(o_f.permute(0, 1, 4, 2, 3, 5).flatten(1, 2)[:, sl])
+    run_m[:n_rows].view(b, t, hkv, g).copy_(lse_f.permute(0, 1, 4, 2, 3).flatten(1, 2)[:, sl])
+    run_w = torch.isfinite(run_m).float()
+    run_o.mul_(run_w[..., None])
+
+    # pairs: sort by key block, cut each block's queries into chunks of `chunk`
+    bi, ti, hi, si = pair.nonzero(as_tuple=True)
+    if bi.numel():
+        key_row = row0[bi, hi] + ids[bi, ti, hi, si]
+        q_row = (bi * t + ti) * hkv + hi
+        key_row, order = torch.sort(key_row, stable=True)
+        q_row = q_row[order]
+        n_keys = b * hkv * nb
+        count = torch.bincount(key_row, minlength=n_keys)
+        n_chunks = -(-count // chunk)
+        chunk0 = torch.cumsum(n_chunks, 0) - n_chunks
+        pair0 = torch.cumsum(count, 0) - count
+        rank = torch.arange(key_row.numel(), device=dev) - pair0[key_row]
+        total = int(n_chunks.sum())
+        table = torch.full((total, chunk), n_rows, dtype=torch.long, device=dev)
+        table[chunk0[key_row] + rank // chunk, rank % chunk] = q_row
+        chunk_key = torch.repeat_interleave(torch.arange(n_keys, device=dev), n_chunks)
+        q_rows = q.reshape(n_rows, g * d)
+        per = max(1, _PAIR_CHUNK_ELEMS // (chunk * g * d))
+        for a in range(0, total, per):
+            e = min(total, a + per)
+            n = e - a
+            tgt = table[a:e].reshape(-1)
+            keys = chunk_key[a:e]
+            o, lse = attention_with_lse(
+                q_rows.index_select(0, tgt.clamp_max(n_rows - 1)).view(n, 1, chunk * g, d),
+                kb.index_select(0, keys).view(n, 1, bs, d),
+                vb.index_select(0, keys).view(n, 1, bs, d),
+                scale,
+                None,
+            )
+            _merge(run_o, run_m, run_w, tgt, o.view(-1, g, d).float(), lse.view(-1, g))
+    out = run_o[:n_rows] / run_w[:n_rows, :, None].clamp_min(torch.finfo(torch.float32).tiny)
+    return out.view(b, t, hq, d).to(q.dtype)
+
+
+def _merge(
+    run_o: torch.Tensor,
+    run_m: torch.Tensor,
+    run_w: torch.Tensor,
+    rows: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+) -> None:
+    """Fold partial attentions ``(o [N, G, D], lse [N, G])`` into the running rows (``o``
+    is overwritten).
+
+    ``run_o / run_w`` is each row's attention so far, relative to its running maximum
+    log-mass ``run_m``; ``rows [N]`` may repeat. The maximum moves first (rows touched
+    are rescaled once), then the partials are added with weights ``exp(lse - max)``.
+    """
+    touched = torch.unique(rows)
+    old = run_m.index_select(0, touched)
+    run_m.scatter_reduce_(0, rows[:, None].expand_as(lse), lse, "amax")
+    new = run_m.index_select(0, touched)
+    factor = torch.exp(old - new).nan_to_num_(nan=0.0)  # -inf - -inf: nothing yet
+    run_w.index_copy_(0, touched, run_w.index_select(0, touched) * factor)
+    run_o.index_copy_(0, touched, run_o.index_select(0, touched) * factor[..., None])
+    w = torch.exp(lse - run_m.index_select(0, rows))
+    run_w.index_add_(0, rows, w)
+    run_o.index_add_(0, rows, o.mul_(w[..., None]))
