@@ -214,3 +214,19 @@ def test_gather_path_matches_kernel_path_and_padding() -> None:
     ref = dense_attention(q, k, v, attention_mask=mask)[:, -2:]
     got = dssa_attention(q[:, -2:], k, v, ALL, attention_mask=mask[:, :, -2:])
     torch.testing.assert_close(got, ref)
+
+
+def test_gather_path_reads_either_kv_layout() -> None:
+    """Keys as a contiguous [B, S, H, D], as the transpose of transformers' [B, H, S, D]
+    cache, or neither (a strided slice): the same decode output."""
+    q, k, v = _qkv(t=333, seed=6)
+    ref = dssa_attention(q[:, -2:], k, v, SPARSE)
+    kt, vt = (
+        k.transpose(1, 2).contiguous().transpose(1, 2),
+        v.transpose(1, 2).contiguous().transpose(1, 2),
+    )
+    torch.testing.assert_close(dssa_attention(q[:, -2:], kt, vt, SPARSE), ref)
+    kw = torch.stack([k, k], -1)[..., 0]  # the same keys, strided: neither layout
+    assert not kw.is_contiguous()
+    assert not kw.transpose(1, 2).is_contiguous()
+    torch.testing.assert_close(dssa_attention(q[:, -2:], kw, v, SPARSE), ref)

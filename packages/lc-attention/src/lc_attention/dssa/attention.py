@@ -60,6 +60,25 @@ def _masked_sdpa(
     return o.transpose(1, 2)
 
 
+def _gather_keys(x: torch.Tensor, tok: torch.Tensor) -> torch.Tensor:
+    """Rows of ``x [B, S, H, D]`` at key positions ``tok [B, T, H, L]``: ``[B, H, T, L, D]``.
+
+    One ``index_select`` of whole rows from a ``[rows, D]`` view of ``x``: transformers'
+    KV cache is ``[B, H, S, D]`` in memory (``x`` is its transpose), other callers pass a
+    contiguous ``[B, S, H, D]``; anything else is copied once.
+    """
+    b, s, h, d = x.shape
+    t, length = tok.shape[1], tok.shape[3]
+    bi = torch.arange(b, device=x.device).view(b, 1, 1, 1)
+    hi = torch.arange(h, device=x.device).view(1, 1, h, 1)
+    if x.transpose(1, 2).is_contiguous():
+        table, rows = x.transpose(1, 2).reshape(-1, d), (bi * h + hi) * s + tok
+    else:
+        table, rows = x.contiguous().view(-1, d), (bi * s + tok) * h + hi
+    picked = table.index_select(0, rows.permute(0, 2, 1, 3).flatten())
+    return picked.view(b, h, t, length, d)
+
+
 GATHER_MAX_QUERIES = 16
 TILE = 64
 
@@ -98,10 +117,7 @@ def _gathered_attention(
     if allowed_pad is not None:
         pad = allowed_pad[:, 0, :, None, :].expand(b, t, hkv, s)
         valid = valid & torch.gather(pad, 3, tok)
-    length = tok.shape[-1]
-    index = tok.permute(0, 2, 1, 3).reshape(b, hkv, t * length, 1).expand(-1, -1, -1, d)
-    kg = torch.gather(k.transpose(1, 2), 2, index).view(b, hkv, t, length, d)
-    vg = torch.gather(v.transpose(1, 2), 2, index).view(b, hkv, t, length, d)
+    kg, vg = _gather_keys(k, tok), _gather_keys(v, tok)  # [B, H_kv, T, L, D]
     qg = q.view(b, t, hkv, g, d)
     scores = torch.einsum("bthgd,bhtld->bthgl", qg, kg) * scale
     m = valid[:, :, :, None, :]

@@ -208,7 +208,9 @@ def _score_chunks(
     width = pad_left + nb * r  # >= pad_left + C: a span ending before S starts in a block
     ends = torch.arange(c, device=dev) * st + ks - 1
     meanvar = config.block_score == "meanvar"
-    kf = (k_cmp.float() * scale).permute(0, 2, 3, 1).contiguous()  # [B, H_kv, D, C]
+    # [B, H_kv, C, D]: rows of D contiguous floats (a cheap copy, also for one decode
+    # query); the scale goes on the queries
+    kf = k_cmp.float().permute(0, 2, 1, 3).contiguous()
     m = min(chunk, t)
     logits = torch.empty(b * hkv * m * g * max(c, 1), device=dev)
     # rows first, so that each chunk's rows are one contiguous [rows * B * H_kv, width]
@@ -229,10 +231,11 @@ def _score_chunks(
             continue
         c_all = min(cv, max(0, (p_lo - ks + 1) // st + 1))  # spans every query sees
         qf = query[:, a:e].float().view(b, n, hkv, g, d).transpose(1, 2).reshape(b, hkv, n * g, d)
-        if meanvar:  # [q, scale * q^2 / 2] . [mean, var]: the Gaussian log-moment
-            qf = torch.cat([qf, qf.square().mul_(0.5 * scale)], -1)
+        qf = qf * scale
+        if meanvar:  # [scale * q, scale^2 q^2 / 2] . [mean, var]: the Gaussian log-moment
+            qf = torch.cat([qf, qf.square().mul_(0.5)], -1)
         sc = logits[: b * hkv * n * g * cv].view(b, hkv, n * g, cv)
-        torch.matmul(qf, kf[..., :cv], out=sc)
+        torch.matmul(qf, kf[:, :, :cv].transpose(-1, -2), out=sc)
         if c_all < cv:
             qpos = torch.arange(p_lo, p_hi + 1, device=dev)
             hidden = ends[None, c_all:cv] > qpos[:, None]  # [n, cv - c_all]
