@@ -361,35 +361,114 @@ def block_major_selected_attention(
     dev = q.device
     ids = idx.long().sort(-1).values
     ids[..., 1:].masked_fill_(ids[..., 1:] == ids[..., :-1], -1)  # duplicates count once
-    # forced slots of each tile: init blocks, then the local window ending at the own block
-    front = start % bs
-    tile0 = start // bs
-    n_tiles = -(-(front + t) // bs)
-    own = torch.arange(tile0, tile0 + n_tiles, device=dev)  # [nT] block of each tile
-    n_loc = max(1, local_blocks)
-    f_ids = torch.cat(
-        [
-            torch.arange(init_blocks, device=dev).expand(n_tiles, -1),
-            own[:, None] - torch.arange(n_loc - 1, -1, -1, device=dev),
-        ],
-        1,
-    )  # [nT, F]
-    f_ok = (f_ids >= 0) & (f_ids <= own[:, None])
-    f_ok[:, init_blocks:] &= f_ids[:, init_blocks:] >= init_blocks  # counted once
-    n_f = f_ids.shape[1]
+    own, f_ids, f_ok = _forced_slots(start, t, bs, init_blocks, local_blocks, dev)
     # per query: which forced slots it selected, and which selections are pairs
-    q_tile = torch.arange(front, front + t, device=dev) // bs  # [T] tile of each query
+    q_tile = torch.arange(start % bs, start % bs + t, device=dev) // bs  # [T]
     f_q = torch.where(f_ok, f_ids, -2)[q_tile]  # [T, F]
     is_f = ids[..., :, None] == f_q[None, :, None, None, :]  # [B, T, H_kv, K, F]
     member = is_f.any(3)  # [B, T, H_kv, F]
     pair = (ids >= 0) & (ids < own[q_tile].view(1, t, 1, 1)) & ~is_f.any(4)
     del is_f
-
+    # keys and values as rows of blocks [B * H_kv * NB, block, D]
     kb = F.pad(k.transpose(1, 2), (0, 0, 0, nb * bs - s)).reshape(b * hkv * nb, bs, d)
     vb = F.pad(v.transpose(1, 2), (0, 0, 0, nb * bs - s)).reshape(b * hkv * nb, bs, d)
     row0 = (torch.arange(b, device=dev)[:, None] * hkv + torch.arange(hkv, device=dev)) * nb
+    o_f, lse_f = _forced_attention(q, kb, vb, row0, start, own, f_ids, f_ok, member, scale)
+    # running state per (batch, query, KV head) row: weighted sum, max log-mass, weight,
+    # plus one more row, a sink for the padding slots of the chunks
+    n_rows = b * t * hkv
+    run_o = torch.cat([o_f.reshape(n_rows, g, d), o_f.new_zeros(1, g, d)])
+    run_m = torch.cat([lse_f.reshape(n_rows, g), lse_f.new_full((1, g), -torch.inf)])
+    run_w = torch.isfinite(run_m).float()
+    run_o.mul_(run_w[..., None])
+    table, chunk_key = _pair_chunks(pair, ids, row0, n_rows, b * hkv * nb, chunk)
+    q_rows = q.reshape(n_rows, g * d)
+    per = max(1, _PAIR_CHUNK_ELEMS // (chunk * g * d))
+    for a in range(0, table.shape[0], per):
+        tgt = table[a : a + per].reshape(-1)
+        keys = chunk_key[a : a + per]
+        n = keys.shape[0]
+        o, lse = attention_with_lse(
+            q_rows.index_select(0, tgt.clamp_max(n_rows - 1)).view(n, 1, chunk * g, d),
+            kb.index_select(0, keys).view(n, 1, bs, d),
+            vb.index_select(0, keys).view(n, 1, bs, d),
+            scale,
+            None,
+        )
+        _merge(run_o, run_m, run_w, tgt, o.view(-1, g, d).float(), lse.view(-1, g))
+    out = run_o[:n_rows] / run_w[:n_rows, :, None].clamp_min(torch.finfo(torch.float32).tiny)
+    return out.view(b, t, hq, d).to(q.dtype)
 
-    # forced part: one SDPA per (tile, KV head) over its F blocks
+
+def _forced_slots(
+    start: int, t: int, block_size: int, init_blocks: int, local_blocks: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The blocks forced for each ``block_size``-aligned tile of queries.
+
+    Returns:
+        ``(own [nT] block of each tile, ids [nT, F] forced block ids, ok [nT, F] whether a
+        slot holds a block)``, ``F = init_blocks + max(1, local_blocks)``: the initial
+        blocks, then the local window ending at the own block (always included). A slot
+        is empty when its block is negative, after the own block, or (for a local slot)
+        one of the initial blocks, so that each block counts once.
+    """
+    n_tiles = -(-(start % block_size + t) // block_size)
+    tile0 = start // block_size
+    own = torch.arange(tile0, tile0 + n_tiles, device=device)
+    n_loc = max(1, local_blocks)
+    ids = torch.cat(
+        [
+            torch.arange(init_blocks, device=device).expand(n_tiles, -1),
+            own[:, None] - torch.arange(n_loc - 1, -1, -1, device=device),
+        ],
+        1,
+    )
+    ok = (ids >= 0) & (ids <= own[:, None])
+    ok[:, init_blocks:] &= ids[:, init_blocks:] >= init_blocks
+    return own, ids, ok
+
+
+def _forced_attention(
+    q: torch.Tensor,
+    kb: torch.Tensor,
+    vb: torch.Tensor,
+    row0: torch.Tensor,
+    start: int,
+    own: torch.Tensor,
+    f_ids: torch.Tensor,
+    f_ok: torch.Tensor,
+    member: torch.Tensor,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention of every query over its tile's forced blocks, with its log-sum-exp.
+
+    One SDPA per (tile, KV head): ``G * block`` rows (the query heads of the KV head
+    times the tile's queries) over the ``F`` forced blocks, causal inside the own block.
+    A regular tile (every slot filled and selected by all its queries) uses one
+    broadcast mask, the same for every such tile; the others get an exact mask from
+    ``f_ok`` and ``member``.
+
+    Args:
+        q: ``[B, T, HQ, D]``; query ``t`` at key position ``start + t``.
+        kb, vb: ``[B * H_kv * NB, block, D]`` key and value blocks.
+        row0: ``[B, H_kv]`` first block row of each (batch, KV head).
+        start: key position of the first query.
+        own, f_ids, f_ok: [_forced_slots][lc_attention.dssa.sparse._forced_slots].
+        member: ``[B, T, H_kv, F]`` whether a query selected each forced slot.
+        scale: softmax scale.
+
+    Returns:
+        ``(out [B, T, H_kv, G, D] float32, lse [B, T, H_kv, G])``; ``lse = -inf`` for a
+        query that sees none of its forced keys.
+    """
+    b, t, hq, d = q.shape
+    hkv, n_f = row0.shape[1], f_ids.shape[1]
+    g = hq // hkv
+    n_tiles = own.shape[0]
+    bs = kb.shape[1]
+    nb = kb.shape[0] // row0.numel()
+    dev = q.device
+    front = start % bs
     tq = n_tiles * bs
     qp = F.pad(q, (0, 0, 0, 0, front, tq - t - front))
     qt = qp.view(b, n_tiles, bs, hkv, g, d).permute(0, 1, 3, 4, 2, 5)  # [B, nT, H, G, bs, D]
@@ -402,13 +481,11 @@ def block_major_selected_attention(
     # a padded query row (outside [start, start + T)) counts as selecting every slot
     mem = F.pad(member, (0, 0, 0, 0, front, tq - t - front), value=True)
     mem = mem.view(b, n_tiles, bs, hkv, n_f).permute(0, 1, 3, 2, 4)  # [B, nT, H, bs, F]
-    o_f = q.new_empty(b, n_tiles, hkv, g, bs, d)
+    o_f = torch.empty(b, n_tiles, hkv, g, bs, d, device=dev)
     lse_f = torch.empty(b, n_tiles, hkv, g, bs, device=dev)
-    # a regular tile has every forced slot, selected by all its queries: its mask is the
-    # causal one inside the own block, the same for every such tile (one broadcast mask)
     regular = (f_ok.all(1) & mem.flatten(2).all(2).all(0)).tolist()
-    pattern = torch.zeros(1, 1, g * bs, length, dtype=q.dtype, device=dev)  # ok[-1]: the
-    # last tile has every forced slot whenever any tile has (its own block is the largest)
+    # the last tile has every slot whenever any tile has (its own block is the largest)
+    pattern = torch.zeros(1, 1, g * bs, length, dtype=q.dtype, device=dev)
     pattern.masked_fill_(~ok[-1].repeat(g, 1), -torch.inf)
     per = max(1, _GROUP_CHUNK_ELEMS // (b * hkv * length * d))
     cuts = [0]
@@ -425,7 +502,7 @@ def block_major_selected_attention(
                 *mem[:, a:e].shape, bs
             ).flatten(-2)  # [B, n, H, bs, L]
             has = allowed.any(-1)
-            allowed |= ~has[..., None]  # keep empty rows finite; their weight is 0 below
+            allowed |= ~has[..., None]  # keep empty rows finite; their weight is 0 later
             full = torch.zeros(allowed.shape, dtype=q.dtype, device=dev)
             full.masked_fill_(~allowed, -torch.inf)
             bias = full[:, :, :, None].expand(-1, -1, -1, g, -1, -1)
@@ -442,51 +519,45 @@ def block_major_selected_attention(
         lse_f[:, a:e] = lse.view(b, n, hkv, g, bs)
         if has is not None:
             lse_f[:, a:e].masked_fill_(~has[:, :, :, None], -torch.inf)
-    # running state per (batch, query, KV head) row: max log-mass, weight, weighted sum
-    n_rows = b * t * hkv
     sl = slice(front, front + t)
-    # (one more row, a sink for the padding slots of the chunks)
-    run_o = torch.zeros(n_rows + 1, g, d, device=dev)
-    run_m = torch.full((n_rows + 1, g), -torch.inf, device=dev)
-    run_o[:n_rows].view(b, t, hkv, g, d).copy_(o_f.permute(0, 1, 4, 2, 3, 5).flatten(1, 2)[:, sl])
-    run_m[:n_rows].view(b, t, hkv, g).copy_(lse_f.permute(0, 1, 4, 2, 3).flatten(1, 2)[:, sl])
-    run_w = torch.isfinite(run_m).float()
-    run_o.mul_(run_w[..., None])
+    out = o_f.permute(0, 1, 4, 2, 3, 5).flatten(1, 2)[:, sl]  # [B, T, H, G, D]
+    return out, lse_f.permute(0, 1, 4, 2, 3).flatten(1, 2)[:, sl]
 
-    # pairs: sort by key block, cut each block's queries into chunks of `chunk`
+
+def _pair_chunks(
+    pair: torch.Tensor,
+    ids: torch.Tensor,
+    row0: torch.Tensor,
+    sink: int,
+    n_keys: int,
+    chunk: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(query, block) pairs grouped by block, in chunks of at most ``chunk`` queries.
+
+    Args:
+        pair: ``[B, T, H_kv, K]`` which selections are pairs.
+        ids: ``[B, T, H_kv, K]`` block ids.
+        row0: ``[B, H_kv]`` first block row of each (batch, KV head).
+        sink: query row that fills a chunk's unused slots (one past the last row).
+        n_keys: number of block rows ``B * H_kv * NB``.
+        chunk: queries per chunk.
+
+    Returns:
+        ``(table [NC, chunk] query rows (b * T + t) * H_kv + h, key [NC] block row of each
+        chunk)``; reads the number of chunks back once.
+    """
+    t, hkv = pair.shape[1], pair.shape[2]
+    dev = pair.device
     bi, ti, hi, si = pair.nonzero(as_tuple=True)
-    if bi.numel():
-        key_row = row0[bi, hi] + ids[bi, ti, hi, si]
-        q_row = (bi * t + ti) * hkv + hi
-        key_row, order = torch.sort(key_row, stable=True)
-        q_row = q_row[order]
-        n_keys = b * hkv * nb
-        count = torch.bincount(key_row, minlength=n_keys)
-        n_chunks = -(-count // chunk)
-        chunk0 = torch.cumsum(n_chunks, 0) - n_chunks
-        pair0 = torch.cumsum(count, 0) - count
-        rank = torch.arange(key_row.numel(), device=dev) - pair0[key_row]
-        total = int(n_chunks.sum())
-        table = torch.full((total, chunk), n_rows, dtype=torch.long, device=dev)
-        table[chunk0[key_row] + rank // chunk, rank % chunk] = q_row
-        chunk_key = torch.repeat_interleave(torch.arange(n_keys, device=dev), n_chunks)
-        q_rows = q.reshape(n_rows, g * d)
-        per = max(1, _PAIR_CHUNK_ELEMS // (chunk * g * d))
-        for a in range(0, total, per):
-            e = min(total, a + per)
-            n = e - a
-            tgt = table[a:e].reshape(-1)
-            keys = chunk_key[a:e]
-            o, lse = attention_with_lse(
-                q_rows.index_select(0, tgt.clamp_max(n_rows - 1)).view(n, 1, chunk * g, d),
-                kb.index_select(0, keys).view(n, 1, bs, d),
-                vb.index_select(0, keys).view(n, 1, bs, d),
-                scale,
-                None,
-            )
-            _merge(run_o, run_m, run_w, tgt, o.view(-1, g, d).float(), lse.view(-1, g))
-    out = run_o[:n_rows] / run_w[:n_rows, :, None].clamp_min(torch.finfo(torch.float32).tiny)
-    return out.view(b, t, hq, d).to(q.dtype)
+    key_row, order = torch.sort(row0[bi, hi] + ids[bi, ti, hi, si], stable=True)
+    q_row = ((bi * t + ti) * hkv + hi)[order]
+    count = torch.bincount(key_row, minlength=n_keys)
+    n_chunks = -(-count // chunk)
+    chunk0 = torch.cumsum(n_chunks, 0) - n_chunks
+    rank = torch.arange(key_row.numel(), device=dev) - (torch.cumsum(count, 0) - count)[key_row]
+    table = torch.full((int(n_chunks.sum()), chunk), sink, dtype=torch.long, device=dev)
+    table[chunk0[key_row] + rank // chunk, rank % chunk] = q_row
+    return table, torch.repeat_interleave(torch.arange(n_keys, device=dev), n_chunks)
 
 
 def _merge(
