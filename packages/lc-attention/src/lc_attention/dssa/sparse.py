@@ -22,6 +22,21 @@ from lc_kernels.compressed_attention import num_query_groups
 _CHUNK_ELEMS = 1 << 22
 
 
+def block_rows(x: torch.Tensor, block_size: int) -> torch.Tensor:
+    """Keys or values as a table of blocks: ``[B, S, H, D] -> [B * H * NB, block, D]``.
+
+    Row ``(b * H + h) * NB + j`` holds block ``j`` of head ``h``; the last block is
+    zero-padded to ``block_size`` keys (``NB = ceil(S / block_size)``).
+
+    Example:
+        >>> block_rows(torch.ones(1, 5, 2, 3), 4).shape
+        torch.Size([4, 4, 3])
+    """
+    s, d = x.shape[1], x.shape[3]
+    nb = -(-s // block_size)
+    return F.pad(x.transpose(1, 2), (0, 0, 0, nb * block_size - s)).reshape(-1, block_size, d)
+
+
 def tiled_selected_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -80,8 +95,7 @@ def tiled_selected_attention(
     union = tok_sel.any(3)  # [B, nT, H_kv, NB]
     counts = union.sum(-1)  # [B, nT, H_kv]
     # keys and values as rows of blocks [B * H_kv * NB, block, D]
-    kb = F.pad(k.transpose(1, 2), (0, 0, 0, nb * block_size - s)).reshape(-1, block_size, d)
-    vb = F.pad(v.transpose(1, 2), (0, 0, 0, nb * block_size - s)).reshape(-1, block_size, d)
+    kb, vb = block_rows(k, block_size), block_rows(v, block_size)
     # each (tile, KV head) is one SDPA batch entry with G query heads and one KV head
     qt = q.view(b, n_tiles, tile, hkv, g, d).permute(0, 1, 3, 4, 2, 5)  # [B,nT,H,G,tile,D]
     out = q.new_empty(b, n_tiles, hkv, g, tile, d)
@@ -215,8 +229,7 @@ def grouped_selected_attention(
         torch.arange(b, device=dev).view(b, 1, 1, 1) * hkv
         + torch.arange(hkv, device=dev).view(1, 1, hkv, 1)
     ) * nb + ids.clamp_min(0)  # [B, NG, H_kv, K] rows of the block table
-    kb = F.pad(k.transpose(1, 2), (0, 0, 0, nb * bs - s)).reshape(-1, bs * d)
-    vb = F.pad(v.transpose(1, 2), (0, 0, 0, nb * bs - s)).reshape(-1, bs * d)
+    kb, vb = block_rows(k, bs).view(-1, bs * d), block_rows(v, bs).view(-1, bs * d)
     out = q.new_empty(b, ng, group, hkv, g, d)
     neg = float("-inf")
     koff = torch.arange(bs, device=dev)
@@ -370,8 +383,7 @@ def block_major_selected_attention(
     pair = (ids >= 0) & (ids < own[q_tile].view(1, t, 1, 1)) & ~is_f.any(4)
     del is_f
     # keys and values as rows of blocks [B * H_kv * NB, block, D]
-    kb = F.pad(k.transpose(1, 2), (0, 0, 0, nb * bs - s)).reshape(b * hkv * nb, bs, d)
-    vb = F.pad(v.transpose(1, 2), (0, 0, 0, nb * bs - s)).reshape(b * hkv * nb, bs, d)
+    kb, vb = block_rows(k, bs), block_rows(v, bs)
     row0 = (torch.arange(b, device=dev)[:, None] * hkv + torch.arange(hkv, device=dev)) * nb
     o_f, lse_f = _forced_attention(q, kb, vb, row0, start, own, f_ids, f_ok, member, scale)
     # running state per (batch, query, KV head) row: weighted sum, max log-mass, weight,
