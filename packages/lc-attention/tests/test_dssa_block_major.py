@@ -113,6 +113,15 @@ def test_bfloat16_inputs() -> None:
     torch.testing.assert_close(got.float(), ref, rtol=2e-2, atol=2e-2)
 
 
+def test_plain_product_branch_off_the_cpu_kernel() -> None:
+    """float64 (as any non-CPU device) takes attention_with_lse's plain-product branch."""
+    q, k, v = (x.double() for x in _qkv(150, 4, 2, seed=13))
+    idx = _random_ids(1, 150, 2, 4, 32, seed=14)
+    got = block_major_selected_attention(q, k, v, idx, 0, 32, 0.3, 1, 2, chunk=8)
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got, _reference(q, k, v, idx, 32, 0.3, 0), rtol=1e-5, atol=1e-5)
+
+
 def test_attention_with_lse_matches_plain_math() -> None:
     g = torch.Generator().manual_seed(11)
     q, k, v = (torch.randn(3, 1, 10, 8, generator=g) for _ in range(3))

@@ -294,21 +294,22 @@ def attention_with_lse(
             must allow at least one key.
 
     Returns:
-        ``(out [N, 1, L, D] in q.dtype, lse [N, 1, L] float32)``. On CPU this is one
-        pass of PyTorch's flash-attention kernel, which returns both; elsewhere plain
-        matrix products.
+        ``(out [N, 1, L, D] in q.dtype, lse [N, 1, L] float32)``. On CPU (float32,
+        bfloat16, float16) this is one pass of PyTorch's flash-attention kernel, which
+        returns both; elsewhere plain matrix products in float32 (float64 for float64).
     """
     if q.device.type == "cpu" and q.dtype in (torch.float32, torch.bfloat16, torch.float16):
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             q, k, v, attn_mask=mask, scale=scale
         )
         return out, lse.float()
-    logits = (q.float() @ k.float().transpose(-1, -2)) * scale
+    acc = torch.promote_types(q.dtype, torch.float32)
+    logits = (q.to(acc) @ k.to(acc).transpose(-1, -2)) * scale
     if mask is not None:
-        logits = logits + mask
+        logits = logits + mask.to(acc)
     lse = torch.logsumexp(logits, -1)
-    out = torch.exp(logits - lse[..., None]) @ v.float()
-    return out.to(q.dtype), lse
+    out = torch.exp(logits - lse[..., None]) @ v.to(acc)
+    return out.to(q.dtype), lse.float()
 
 
 # query rows (queries x heads x head_dim) per batch of key-block chunks: bounds memory
