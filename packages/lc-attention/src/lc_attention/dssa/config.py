@@ -168,10 +168,13 @@ class DSSAConfig:
         span's mean dilutes a single relevant key; short spans keep it. On the embedded
         SmolLM2-135M and Gemma-3-270M this kept dense attention's NIAH accuracy at 4K
         (and at 8K on Gemma-3) with perplexity within 2% of dense, where ``small()``
-        loses both. Stage 1 scores 4x as many spans: on CPU the 4-layer SmolLM2
-        prefills 1.2x / 1.4x faster than dense at 8K / 16K with this preset, and 1.5x /
-        2.4x with a selection shared by 64 queries (``query_block=64``), which loses
-        retrieval from 8K on. Measurements:
+        loses both. From 8K on give each query about a quarter of the context:
+        ``training_free(topk=32)`` kept dense NIAH with perplexity within 2% at 8K on
+        both models (Gemma-3 at 16K needed ``topk=64`` for its third needle). Stage 1
+        scores 4x as many spans: on CPU the 4-layer SmolLM2 prefills 1.2x / 1.4x faster
+        than dense at 8K / 16K with this preset (0.8x / 1.1x with ``topk=32``), and
+        1.5x / 2.2-2.4x with a selection shared by 64 queries (``query_block=64``),
+        which loses retrieval from 8K on. Measurements:
         ``docs/packages/lc-attention-dssa-trainingfree.md``.
 
         Args:
