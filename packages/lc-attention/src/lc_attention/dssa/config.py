@@ -170,7 +170,7 @@ class DSSAConfig:
         (and at 8K on Gemma-3) with perplexity within 2% of dense, where ``small()``
         loses both. From 8K on give each query about a quarter of the context:
         ``training_free(topk=32)`` kept dense NIAH with perplexity within 2% at 8K on
-        both models (Gemma-3 at 16K needed ``topk=64``: +0.7%, and its third needle). Stage 1
+        both models, and Gemma-3 at 16K needed ``topk=64`` (dense NIAH, +0.7%). Stage 1
         scores 4x as many spans: on CPU the 4-layer SmolLM2 prefills 1.2x / 1.4x faster
         than dense at 8K / 16K with this preset (0.8x / 1.1x with ``topk=32``), and
         1.5x / 2.2-2.4x with a selection shared by 64 queries (``query_block=64``),
