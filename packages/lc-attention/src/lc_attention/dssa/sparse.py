@@ -390,8 +390,10 @@ def block_major_selected_attention(
     # running state per (batch, query, KV head) row: weighted sum, max log-mass, weight,
     # plus one more row, a sink for the padding slots of the chunks
     n_rows = b * t * hkv
-    run_o = torch.cat([o_f.reshape(n_rows, g, d), o_f.new_zeros(1, g, d)])
-    run_m = torch.cat([lse_f.reshape(n_rows, g), lse_f.new_full((1, g), -torch.inf)])
+    run_o = torch.zeros(n_rows + 1, g, d, device=dev)
+    run_m = torch.full((n_rows + 1, g), -torch.inf, device=dev)
+    run_o[:n_rows].view(b, t, hkv, g, d).copy_(o_f)  # one copy from the tiles' layout
+    run_m[:n_rows].view(b, t, hkv, g).copy_(lse_f)
     run_w = torch.isfinite(run_m).float()
     run_o.mul_(run_w[..., None])
     table, chunk_key = _pair_chunks(pair, ids, row0, n_rows, b * hkv * nb, chunk)
