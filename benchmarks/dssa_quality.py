@@ -157,10 +157,20 @@ PPL_SOURCES = {
 }
 
 
+def _value(text: str) -> int | float | str:
+    """``"32"`` -> 32, ``"0.25"`` -> 0.25, anything else stays a string."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def parse_config(spec: str) -> tuple[str, DSSAConfig, str]:
     """``"NAME:FIELD=VALUE,..."`` -> ``(NAME, DSSAConfig.small(FIELD=VALUE, ...), phase)``.
 
-    Values that look like integers become ints; an optional ``phase`` field (one of
+    Values that look like numbers become ints or floats; an optional ``phase`` field (one of
     ``PHASES``, default ``"both"``) says when the config is active, and
     ``select=oracle`` picks the blocks by their true attention mass
     (``benchmarks/dssa_oracle.py``) instead of the config's block score.
@@ -168,6 +178,8 @@ def parse_config(spec: str) -> tuple[str, DSSAConfig, str]:
     Example:
         >>> parse_config("k32:query_block=64,topk=32")[1].topk
         32
+        >>> parse_config("quarter:topk_fraction=0.25")[1].budget(512)
+        128
     """
     name, _, fields = spec.partition(":")
     if not name:
@@ -177,7 +189,7 @@ def parse_config(spec: str) -> tuple[str, DSSAConfig, str]:
         key, sep, val = item.partition("=")
         if not sep:
             raise ValueError(f"--config {spec!r}: {item!r} is not FIELD=VALUE")
-        kw[key.strip()] = int(val) if val.strip().lstrip("-").isdigit() else val.strip()
+        kw[key.strip()] = _value(val.strip())
     phase = str(kw.pop("phase", "both"))
     if phase not in PHASES:
         raise ValueError(f"--config {spec!r}: phase={phase!r} is not one of {PHASES}")

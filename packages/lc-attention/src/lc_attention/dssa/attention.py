@@ -9,7 +9,12 @@ import torch.nn.functional as F
 
 from lc_attention.dssa.cache import CompressedKeyCache
 from lc_attention.dssa.config import DSSAConfig
-from lc_attention.dssa.selection import compress_keys, query_groups, select_group_blocks
+from lc_attention.dssa.selection import (
+    compress_keys,
+    first_full_group,
+    query_groups,
+    select_group_blocks,
+)
 from lc_attention.dssa.sparse import (
     block_major_selected_attention,
     grouped_selected_attention,
@@ -248,7 +253,10 @@ def dssa_attention(
     kernel = t == s and allowed_pad is None and use_triton
     shared = qb > 1 and allowed_pad is None and config.local_blocks >= 1
     if shared and t > GATHER_MAX_QUERIES and not kernel:
-        return grouped_selected_attention(query, key, value, idx, start, config.block_size, sc, qb)
+        full = first_full_group(start, t, config) if config.topk_fraction else 0
+        return grouped_selected_attention(
+            query, key, value, idx, start, config.block_size, sc, qb, full
+        )
     if qb > 1:  # one row per query
         idx = idx.index_select(1, query_groups(start, qb, t)[0].to(idx.device))
     positions = torch.arange(start, s, device=query.device)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 BACKENDS = ("auto", "triton", "torch")
@@ -27,6 +28,12 @@ class DSSAConfig:
         window_size: local window in tokens (2048); a multiple of ``block_size``. The
             local blocks count inside ``topk``.
         topk: blocks attended per query and KV head (64); at least the forced blocks.
+        topk_fraction: budget that grows with the context (0.0: off). With ``r > 0`` a
+            query whose own block is block ``n - 1`` attends to ``max(topk, ceil(r *
+            n))`` blocks: the fraction ``r`` of the blocks it can see, never fewer than
+            ``topk``. Every query, in a prefill, a chunked prefill or a decode step, gets
+            the same budget for the same position. With ``query_block > 1`` a group's
+            budget is that of its last position. In ``[0, 1]``.
         dense_len: key lengths below this use dense attention (8192).
         backend: kernel backend of the block-sparse attention: ``"auto"`` (Triton on
             CUDA, PyTorch elsewhere), ``"triton"`` or ``"torch"``.
@@ -69,6 +76,7 @@ class DSSAConfig:
     query_block: int = 1
     block_score: str = "mean"
     dense_layers: int = 0
+    topk_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         for name, lo in (
@@ -85,6 +93,9 @@ class DSSAConfig:
             val = getattr(self, name)
             if isinstance(val, bool) or not isinstance(val, int) or val < lo:
                 raise ValueError(f"DSSAConfig.{name} must be an int >= {lo}, got {val!r}")
+        r = self.topk_fraction
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 <= r <= 1.0:
+            raise ValueError(f"DSSAConfig.topk_fraction must be a number in [0, 1], got {r!r}")
         if self.stride > self.kernel_size:
             raise ValueError(
                 f"DSSAConfig.stride={self.stride} must be <= kernel_size={self.kernel_size} "
@@ -122,6 +133,19 @@ class DSSAConfig:
     def local_blocks(self) -> int:
         """Number of most recent blocks always attended (``window_size // block_size``)."""
         return self.window_size // self.block_size
+
+    def budget(self, n_blocks: int) -> int:
+        """Blocks attended by a query that sees ``n_blocks`` blocks (its own included).
+
+        ``topk``, or ``max(topk, ceil(topk_fraction * n_blocks))`` with a fraction.
+
+        Example:
+            >>> DSSAConfig.small(topk_fraction=0.25).budget(512)
+            128
+        """
+        if not self.topk_fraction:
+            return self.topk
+        return max(self.topk, math.ceil(round(self.topk_fraction * n_blocks, 9)))
 
     def sparse_in_layer(self, layer_idx: int | None) -> bool:
         """Whether layer ``layer_idx`` may run sparse (``None``: unknown layer, yes).

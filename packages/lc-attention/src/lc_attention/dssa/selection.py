@@ -434,8 +434,10 @@ def select_group_blocks(
         scale: softmax scale.
 
     Returns:
-        ``[B, NG, H_kv, topk]`` int32 block ids, ``-1`` in slots that cannot be filled;
-        ``NG = (start + T - 1) // query_block - start // query_block + 1``.
+        ``[B, NG, H_kv, K]`` int32 block ids, ``-1`` in slots that cannot be filled
+        or lie beyond a group's budget, best first;
+        ``NG = (start + T - 1) // query_block - start // query_block + 1``; ``K =
+        topk``, or with ``topk_fraction`` the budget of the last group.
 
     Example:
         >>> import torch
@@ -444,22 +446,62 @@ def select_group_blocks(
         >>> select_group_blocks(q, compress_keys(k, cfg), 1948, 2048, cfg, 0.25).shape
         torch.Size([1, 2, 2, 16])
     """
-    args = (config.block_size, config.topk, config.init_blocks, config.local_blocks)
     qb = config.query_block
     t = query.shape[1]
+    limits = group_budgets(start, t, config)
+    top = int(limits[-1])  # the last group sees the most blocks
+    args = (config.block_size, top, config.init_blocks, config.local_blocks)
     chunk = _chunk_for(query, qb)
     chunks = _chunks(query, k_cmp, start, kv_len, config, scale, chunk, qb)
     _, last = query_groups(start, qb, t)
     last = last.to(query.device)
     if qb == 1:  # one row per query: top-k chunk by chunk bounds the memory
         parts = [topk_blocks_from_scores(sc, *args, last[a:e]) for a, e, sc in chunks]
-        return torch.cat(parts, 1)
-    b, ng = query.shape[0], last.shape[0]
-    nb = -(-kv_len // config.block_size)
-    scores = torch.empty(b, ng, k_cmp.shape[2], nb, device=query.device)
-    for a, e, sc in chunks:
-        scores[:, a:e] = sc
-    return topk_blocks_from_scores(scores, *args, last)
+        idx = torch.cat(parts, 1)
+    else:
+        b, ng = query.shape[0], last.shape[0]
+        nb = -(-kv_len // config.block_size)
+        scores = torch.empty(b, ng, k_cmp.shape[2], nb, device=query.device)
+        for a, e, sc in chunks:
+            scores[:, a:e] = sc
+        idx = topk_blocks_from_scores(scores, *args, last)
+    if config.topk_fraction:  # slots are best first: keep each group's budget
+        slot = torch.arange(top, device=idx.device)
+        idx.masked_fill_(slot >= limits.to(idx.device).view(1, -1, 1, 1), -1)
+    return idx
+
+
+def group_budgets(start: int, t: int, config: DSSAConfig) -> torch.Tensor:
+    """``[NG]`` int64 (CPU) blocks each query group attends to (``DSSAConfig.budget``).
+
+    A group's budget is that of its last position ``p``, which sees ``p // block_size +
+    1`` blocks; queries at key positions ``start .. start + t - 1``.
+
+    Example:
+        >>> group_budgets(0, 8192, DSSAConfig.small(topk_fraction=0.25))[[0, -1]].tolist()
+        [16, 32]
+    """
+    _, last = query_groups(start, config.query_block, t)
+    seen = last // config.block_size + 1
+    n_max = int(seen[-1])
+    table = torch.tensor([config.budget(n) for n in range(n_max + 1)])
+    return table[seen]
+
+
+def first_full_group(start: int, t: int, config: DSSAConfig) -> int:
+    """Index of the first query group whose every slot holds a block (or ``NG``).
+
+    A group fills all ``top`` slots of the call (the last group's budget) once it sees
+    at least ``top`` blocks and its own budget is ``top``; the later groups too.
+
+    Example:
+        >>> first_full_group(0, 4096, DSSAConfig.small(query_block=64))
+        15
+    """
+    _, last = query_groups(start, config.query_block, t)
+    limits = group_budgets(start, t, config)
+    full = (limits >= limits[-1]) & (last // config.block_size + 1 >= limits[-1])
+    return int(torch.argmax(full.int())) if bool(full.any()) else int(full.shape[0])
 
 
 @torch.no_grad()
@@ -475,7 +517,8 @@ def select_blocks(
 
     The first ``init_blocks`` blocks and the ``local_blocks`` most recent ones (the
     query's own block and those just before it) are always taken, future blocks never;
-    the remaining slots of the ``topk`` go to the best max-pooled scores. With
+    the remaining slots of the ``topk`` (``DSSAConfig.budget`` with ``topk_fraction``)
+    go to the best max-pooled scores. With
     ``config.query_block > 1`` the queries of each position-aligned group of
     ``query_block`` sum their group-summed compressed-key scores, which are then
     max-pooled onto blocks, and share one selection.
@@ -491,7 +534,8 @@ def select_blocks(
         scale: softmax scale.
 
     Returns:
-        ``[B, T, H_kv, topk]`` int32 block ids, ``-1`` in slots that cannot be filled.
+        ``[B, T, H_kv, K]`` int32 block ids, ``-1`` in slots that cannot be filled
+        (``K`` as in [select_group_blocks][lc_attention.dssa.selection.select_group_blocks]).
 
     Example:
         >>> import torch

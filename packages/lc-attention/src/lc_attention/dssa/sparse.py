@@ -165,6 +165,7 @@ def grouped_selected_attention(
     block_size: int,
     scale: float,
     group: int,
+    full_from: int = 0,
 ) -> torch.Tensor:
     """Causal attention of position-aligned query groups over their shared key blocks.
 
@@ -191,6 +192,10 @@ def grouped_selected_attention(
         block_size: tokens per key block.
         scale: softmax scale.
         group: queries per group; divides ``block_size``.
+        full_from: no group before this one (counted from the call's first) is taken to
+            fill every slot, even with ``K`` causal blocks behind it (a budget that
+            grows with the position leaves slots unused:
+            [first_full_group][lc_attention.dssa.selection.first_full_group]).
 
     Returns:
         ``[B, T, HQ, D]``.
@@ -240,8 +245,8 @@ def grouped_selected_attention(
     own.masked_fill_(koff > qoff, neg)
     pattern = torch.cat([own.new_zeros(per, 1, group, length - bs), own], -1)
     pattern = pattern.repeat(1, 1, g, 1)  # rows: G heads x group queries
-    # groups from `regular` on have n_slots causal blocks: every slot holds a block
-    regular = min(ng, max(0, -(-((n_slots - 1) * bs) // group) - g0))
+    # groups from `regular` on have n_slots causal blocks and fill every slot
+    regular = min(ng, max(0, full_from, -(-((n_slots - 1) * bs) // group) - g0))
     per_chunk = max(1, _GROUP_CHUNK_ELEMS // (b * hkv * length * d))
     cuts = sorted({0, regular, ng, *range(regular, ng, per_chunk), *range(0, regular, per_chunk)})
     # gather into reused buffers, except when a gradient must flow back to k and v
