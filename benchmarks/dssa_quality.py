@@ -421,19 +421,24 @@ def _write(args: argparse.Namespace, name: str, rows: list[dict[str, Any]], wall
 
 
 def _bars(modes: list[str], row: dict[str, Any], path: pathlib.Path, plt: Any) -> None:
-    """NIAH hits and perplexity of every mode at one length, as bars."""
-    fig, axes = plt.subplots(1, 2, figsize=(max(6.0, 1.2 * len(modes) + 3), 3.2))
+    """NIAH hits and perplexity of every mode at one length, as bars (perplexity only
+    when no NIAH item was run)."""
+    n_panels = 2 if row["n"] else 1
+    width = (1.2 * len(modes) + 3) if n_panels == 2 else (0.9 * len(modes) + 2)
+    fig, axes = plt.subplots(1, n_panels, figsize=(max(6.0 / (3 - n_panels), width), 3.2))
+    axes = list(axes) if n_panels == 2 else [axes]
     xs = range(len(modes))
-    hits = [row[m]["niah_hits"] for m in modes]
-    axes[0].bar(xs, hits, color=["grey" if m == "dense" else "C0" for m in modes])
-    axes[0].set_ylabel(f"NIAH hits of {row['n']}")
-    axes[0].set_ylim(0, max(1, row["n"]))
+    if n_panels == 2:
+        hits = [row[m]["niah_hits"] for m in modes]
+        axes[0].bar(xs, hits, color=["grey" if m == "dense" else "C0" for m in modes])
+        axes[0].set_ylabel(f"NIAH hits of {row['n']}")
+        axes[0].set_ylim(0, max(1, row["n"]))
     ppl = [row[m]["ppl"] for m in modes]
-    axes[1].bar(xs, ppl, color=["grey" if m == "dense" else "C1" for m in modes])
+    axes[-1].bar(xs, ppl, color=["grey" if m == "dense" else "C1" for m in modes])
     if "dense" in modes and ppl[modes.index("dense")] == ppl[modes.index("dense")]:
-        axes[1].axhline(1.02 * ppl[modes.index("dense")], color="k", lw=0.8, ls="--")
-        axes[1].set_ylim(0.9 * min(p for p in ppl if p == p), 1.05 * max(ppl))
-    axes[1].set_ylabel("perplexity (dashed: dense + 2%)")
+        axes[-1].axhline(1.02 * ppl[modes.index("dense")], color="k", lw=0.8, ls="--")
+        axes[-1].set_ylim(0.9 * min(p for p in ppl if p == p), 1.05 * max(ppl))
+    axes[-1].set_ylabel("perplexity (dashed: dense + 2%)")
     for ax in axes:
         ax.set_xticks(list(xs), modes, rotation=30, fontsize=8)
         ax.set_title(f"{row['length']} tokens", fontsize=9)
