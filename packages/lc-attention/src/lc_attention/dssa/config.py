@@ -197,7 +197,7 @@ class DSSAConfig:
         both models, Gemma-3 at 16K needed ``topk=64`` (dense NIAH, +0.7%) and at 32K
         ``topk=128`` (perplexity +0.4%; 16 blocks: +11.5%). ``topk_fraction=0.25`` grows
         the budget with the position instead (a quarter of the blocks each query sees:
-        +0.9% on SmolLM2 at 8K; +3.8% and +2.8% on Gemma-3 at 8K and 32K). Stage 1
+        +0.9% on SmolLM2 at 8K; +2.8% to +3.8% on Gemma-3 at 8K-32K). Stage 1
         scores 4x as many spans: on CPU the 4-layer SmolLM2 prefills 1.2x / 1.4x faster
         than dense at 8K / 16K with this preset (0.8x / 1.1x with ``topk=32``), and
         1.5x / 2.2-2.4x with a selection shared by 64 queries (``query_block=64``),
