@@ -424,9 +424,9 @@ def _bars(modes: list[str], row: dict[str, Any], path: pathlib.Path, plt: Any) -
     """NIAH hits and perplexity of every mode at one length, as bars (perplexity only
     when no NIAH item was run)."""
     n_panels = 2 if row["n"] else 1
-    width = (1.2 * len(modes) + 3) if n_panels == 2 else (0.9 * len(modes) + 2)
-    fig, axes = plt.subplots(1, n_panels, figsize=(max(6.0 / (3 - n_panels), width), 3.2))
-    axes = list(axes) if n_panels == 2 else [axes]
+    width = max(6.0, 1.2 * len(modes) + 3) if n_panels == 2 else max(3.0, 0.9 * len(modes) + 2)
+    fig, axes = plt.subplots(1, n_panels, figsize=(width, 3.2), squeeze=False)
+    axes = list(axes[0])
     xs = range(len(modes))
     if n_panels == 2:
         hits = [row[m]["niah_hits"] for m in modes]

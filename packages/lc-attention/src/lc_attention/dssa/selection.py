@@ -448,8 +448,7 @@ def select_group_blocks(
     """
     qb = config.query_block
     t = query.shape[1]
-    limits = group_budgets(start, t, config)
-    top = int(limits[-1])  # the last group sees the most blocks
+    top = config.budget((start + t - 1) // config.block_size + 1)  # the last query's
     args = (config.block_size, top, config.init_blocks, config.local_blocks)
     chunk = _chunk_for(query, qb)
     chunks = _chunks(query, k_cmp, start, kv_len, config, scale, chunk, qb)
@@ -466,8 +465,8 @@ def select_group_blocks(
             scores[:, a:e] = sc
         idx = topk_blocks_from_scores(scores, *args, last)
     if config.topk_fraction:  # slots are best first: keep each group's budget
-        slot = torch.arange(top, device=idx.device)
-        idx.masked_fill_(slot >= limits.to(idx.device).view(1, -1, 1, 1), -1)
+        limits = group_budgets(start, t, config).to(idx.device)
+        idx.masked_fill_(torch.arange(top, device=idx.device) >= limits.view(1, -1, 1, 1), -1)
     return idx
 
 
@@ -483,9 +482,9 @@ def group_budgets(start: int, t: int, config: DSSAConfig) -> torch.Tensor:
     """
     _, last = query_groups(start, config.query_block, t)
     seen = last // config.block_size + 1
-    n_max = int(seen[-1])
-    table = torch.tensor([config.budget(n) for n in range(n_max + 1)])
-    return table[seen]
+    lo = int(seen[0])
+    table = torch.tensor([config.budget(n) for n in range(lo, int(seen[-1]) + 1)])
+    return table[seen - lo]
 
 
 def first_full_group(start: int, t: int, config: DSSAConfig) -> int:
