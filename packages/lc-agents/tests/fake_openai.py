@@ -1,7 +1,9 @@
-"""A real HTTP server on loopback speaking the chat-completions protocol with scripted replies.
+"""Loopback servers for tests: a scripted chat-completions server and a uvicorn runner.
 
-It stands in for an LLM server (vLLM, llama.cpp ...) that cannot run in unit tests; the
-HTTP traffic, status codes, headers and timing are real.
+:class:`ScriptedServer` is a real HTTP server on loopback speaking the chat-completions
+protocol with scripted replies. It stands in for an LLM server (vLLM, llama.cpp ...) that
+cannot run in unit tests; the HTTP traffic, status codes, headers and timing are real.
+:func:`running` serves an ASGI app (the MemAgent server) with a real uvicorn.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -62,15 +66,19 @@ class ScriptedServer:
                 else:
                     payload = {"error": {"message": str(content)}}
                 data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in server.headers.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-                with server._lock:
-                    server.in_flight -= 1
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in server.headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout test)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -94,3 +102,30 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextmanager
+def running(app: Any, *, timeout: float = 60.0) -> Iterator[str]:
+    """Serve the ASGI ``app`` with uvicorn on a free loopback port; yields ``.../v1``.
+
+    The server runs in a daemon thread and is stopped when the block ends.
+    """
+    import uvicorn
+
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="error")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + timeout
+    while not server.started and time.time() < deadline:
+        if not thread.is_alive():
+            raise RuntimeError("uvicorn exited before it started")
+        time.sleep(0.02)
+    if not server.started:
+        raise RuntimeError(f"uvicorn did not start within {timeout} s")
+    try:
+        yield f"http://127.0.0.1:{server.config.port}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

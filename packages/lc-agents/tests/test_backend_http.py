@@ -8,7 +8,7 @@ import time
 import pytest
 from fake_openai import ScriptedServer, free_port
 
-from lc_agents.backends.openai_http import OpenAICompatibleBackend
+from lc_agents.backends.openai_http import OpenAICompatibleBackend, check_base_url
 from lc_agents.errors import BackendHTTPError, BackendUnreachableError, EmptyReplyError
 from lc_evals import ChatModel
 
@@ -95,6 +95,10 @@ def test_async_calls_retry_and_respect_the_limit() -> None:
     ("kwargs", "match"),
     [
         ({"base_url": "127.0.0.1:8000"}, "http://"),
+        ({"base_url": "localhost:8000"}, r"needs a scheme: http://localhost:8000/v1"),
+        ({"base_url": "ftp://host/v1"}, "http:// or https://"),
+        ({"base_url": "http://"}, "no host"),
+        ({"base_url": "http://[::1/v1"}, "not a valid URL"),
         ({"model": ""}, "model"),
         ({"timeout": 0}, "timeout"),
         ({"max_concurrency": 0}, "max_concurrency"),
@@ -109,3 +113,20 @@ def test_bad_settings_are_rejected(kwargs, match) -> None:
 def test_bad_messages_are_rejected_before_any_request() -> None:
     with pytest.raises(ValueError, match="role"):
         backend("http://127.0.0.1:1/v1").chat([{"role": "robot", "content": "x"}])
+
+
+def test_base_url_is_checked_and_normalized() -> None:
+    assert check_base_url(" http://127.0.0.1:8000/v1/ ") == "http://127.0.0.1:8000/v1"
+    assert OpenAICompatibleBackend("https://api.example.com/v1/", "m").url == (
+        "https://api.example.com/v1/chat/completions"
+    )
+    with pytest.raises(ValueError, match=r"http://gpu-box:8000/openai/v1"):
+        check_base_url("gpu-box:8000/openai/v1")
+
+
+def test_a_server_too_slow_to_answer_is_a_timeout() -> None:
+    with (
+        ScriptedServer([(200, "late")], delay=1.0) as srv,
+        pytest.raises(BackendUnreachableError, match=r"did not answer within 0.2 s \(2 attempt"),
+    ):
+        OpenAICompatibleBackend(srv.url, "m", timeout=0.2, max_retries=1, backoff=0.01).chat(MSG)

@@ -27,10 +27,55 @@ import httpx
 from lc_agents.backends.base import Message, validate_messages
 from lc_agents.errors import BackendHTTPError, BackendUnreachableError, EmptyReplyError
 
-__all__ = ["OpenAICompatibleBackend"]
+__all__ = ["OpenAICompatibleBackend", "check_base_url", "suggest_base_url"]
 
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _OPTION_NAMES = ("max_tokens", "temperature", "top_p", "seed", "stop")
+
+
+def check_base_url(base_url: str) -> str:
+    """Check an OpenAI-compatible server root and return it without a trailing ``/``.
+
+    The URL needs an ``http://`` or ``https://`` scheme and a host. A URL missing its
+    scheme (``localhost:8000``) is rejected with the likely intended URL in the message.
+
+    >>> check_base_url("http://127.0.0.1:8000/v1/")
+    'http://127.0.0.1:8000/v1'
+    >>> check_base_url("localhost:8000")
+    Traceback (most recent call last):
+    ...
+    ValueError: base_url needs a scheme: http://localhost:8000/v1 (got 'localhost:8000')
+
+    Raises:
+        ValueError: no scheme, a scheme other than http/https, or no host.
+    """
+    text = base_url.strip()
+    if "://" not in text:
+        raise ValueError(f"base_url needs a scheme: {suggest_base_url(text)} (got {base_url!r})")
+    try:
+        url = httpx.URL(text)
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"base_url {base_url!r} is not a valid URL: {exc}") from None
+    if url.scheme not in ("http", "https"):
+        raise ValueError(
+            f"base_url must start with http:// or https://, got {base_url!r} "
+            f"(scheme {url.scheme!r})"
+        )
+    if not url.host:
+        raise ValueError(f"base_url {base_url!r} has no host, e.g. http://127.0.0.1:8000/v1")
+    return text.rstrip("/")
+
+
+def suggest_base_url(text: str) -> str:
+    """The URL a scheme-less server address most likely means (``http://``, ``/v1``).
+
+    >>> suggest_base_url("localhost:8000")
+    'http://localhost:8000/v1'
+    >>> suggest_base_url("gpu-box:8000/openai/v1")
+    'http://gpu-box:8000/openai/v1'
+    """
+    text = text.strip().lstrip("/") or "127.0.0.1:8000"
+    return f"http://{text}" if "/" in text else f"http://{text}/v1"
 
 
 class OpenAICompatibleBackend:
@@ -49,6 +94,10 @@ class OpenAICompatibleBackend:
 
     Attributes:
         supports_constraints: ``False``: the server decodes freely.
+
+    Raises:
+        ValueError: a bad setting, e.g. a ``base_url`` without ``http://`` (see
+            :func:`check_base_url`).
     """
 
     supports_constraints = False
@@ -66,8 +115,7 @@ class OpenAICompatibleBackend:
         max_concurrency: int = 8,
         seed: int = 0,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+        check_base_url(base_url)
         if not model:
             raise ValueError("model must be a non-empty model name")
         if timeout <= 0:
@@ -78,7 +126,7 @@ class OpenAICompatibleBackend:
             raise ValueError("backoff and max_backoff must be >= 0")
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-        self.base_url = base_url.rstrip("/")
+        self.base_url = base_url.strip().rstrip("/")
         self.model = model
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self.timeout = timeout
@@ -145,9 +193,15 @@ class OpenAICompatibleBackend:
         return str(content)
 
     def _unreachable(self, exc: Exception) -> BackendUnreachableError:
+        attempts = self.max_retries + 1
+        if isinstance(exc, httpx.TimeoutException):
+            return BackendUnreachableError(
+                f"{self.url} did not answer within {self.timeout:g} s "
+                f"({attempts} attempt(s), {type(exc).__name__})"
+            )
+        detail = str(exc) or "no detail"
         return BackendUnreachableError(
-            f"cannot reach {self.url} after {self.max_retries + 1} attempt(s): "
-            f"{type(exc).__name__}: {exc}"
+            f"cannot reach {self.url} after {attempts} attempt(s): {type(exc).__name__}: {detail}"
         )
 
     # ------------------------------------------------------------------ sync
