@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -606,10 +606,29 @@ def create_app(
             return respond(_unknown_model(model_id, model_name))
         return model_card()
 
-    @app.post("/v1/chat/completions", response_model=None)
-    async def chat_completions(body: ChatRequest, request: Request) -> Any:
+    @app.post(
+        "/v1/chat/completions",
+        response_model=None,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": ChatRequest.model_json_schema()}},
+            }
+        },
+    )
+    async def chat_completions(request: Request) -> Any:
         loop = asyncio.get_running_loop()
         deadline = None if request_timeout_s is None else loop.time() + request_timeout_s
+        # The body is parsed here, whatever its Content-Type says (curl -d sends a form
+        # type), and validation errors become OpenAI errors naming the field.
+        try:
+            data = json.loads(await request.body())
+        except ValueError as exc:
+            return respond(_Failure(400, f"the body is not valid JSON: {exc}"))
+        try:
+            body = ChatRequest.model_validate(data)
+        except ValidationError as exc:
+            return respond(_validation_failure(exc.errors()))
         if body.model is not None and body.model != model_name:
             return respond(_unknown_model(body.model, model_name))
         if body.n != 1:
@@ -673,9 +692,12 @@ def _validation_failure(errors: Any) -> _Failure:
             parts.append(f"the body is not valid JSON{position}: {detail}".rstrip(": "))
             continue
         where = _dotted(loc)
-        if param is None and where:
+        if not where:
+            parts.append("the body must be a JSON object with a 'messages' list")
+            continue
+        if param is None:
             param = where
-        parts.append(f"{where or 'body'}: {error.get('msg', 'invalid value')}")
+        parts.append(f"{where}: {error.get('msg', 'invalid value')}")
     if not parts:
         parts.append("invalid request body")
     return _Failure(400, "; ".join(parts), param=param)
