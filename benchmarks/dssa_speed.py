@@ -210,7 +210,7 @@ def whole_model(
     else:
         from lc_agents.models import load_model
 
-        model, tok = load_model()
+        model, tok = load_model("smollm2-135m-instruct")
         total = len(model.model.layers)
         model.model.layers = model.model.layers[:layers]
         model.config.num_hidden_layers = layers

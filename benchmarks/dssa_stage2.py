@@ -67,7 +67,7 @@ def docs_qkv(s: int, layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
 
     from lc_agents.models import load_model
 
-    model, tok = load_model()
+    model, tok = load_model("smollm2-135m-instruct")
     model.model.layers = model.model.layers[: layer + 1]
     model.config.num_hidden_layers = layer + 1
     seen: dict[str, torch.Tensor] = {}

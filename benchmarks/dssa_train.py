@@ -354,7 +354,7 @@ def main() -> None:
     if args.data == "text":  # the held-out window must lie after every training window
         from lc_agents.models import load_tokenizer
 
-        n_eval = _doc_tokens(load_tokenizer()).shape[0] // args.eval_length
+        n_eval = _doc_tokens(load_tokenizer("smollm2-135m-instruct")).shape[0] // args.eval_length
         if args.steps * args.length > (n_eval - 1) * args.eval_length:
             raise SystemExit(
                 f"--data text: {args.steps} windows of {args.length} tokens reach the held-out "

@@ -284,7 +284,7 @@ def main() -> None:
     else:
         from lc_agents.models import load_model
 
-        model, _ = load_model()
+        model, _ = load_model("smollm2-135m-instruct")
         model_name = "SmolLM2-135M-Instruct (embedded GGUF, float32)"
     num_kv = int(rm.fingerprint["num_kv_heads"])
     kv_read = sum(

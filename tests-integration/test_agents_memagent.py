@@ -22,7 +22,7 @@ def backend():
     from lc_agents.backends.local import LocalBackend
 
     torch.set_num_threads(2)
-    return LocalBackend()
+    return LocalBackend("smollm2-135m-instruct")
 
 
 def _free_port() -> int:
@@ -38,7 +38,7 @@ def test_embedded_model_is_cached_after_conversion(backend) -> None:
 
     assert (converted_embedded_dir() / "model.safetensors").exists()
     t0 = time.perf_counter()
-    model, _ = load_model()
+    model, _ = load_model("smollm2-135m-instruct")
     assert time.perf_counter() - t0 < 60  # no dequantization on the second load
     assert model.config.num_hidden_layers == 30
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.model
 def smollm2():
     from lc_agents.models import load_model
 
-    return load_model()
+    return load_model("smollm2-135m-instruct")
 
 
 def _prompt_ids(tok, length: int, seed: int) -> tuple[torch.Tensor, str]:

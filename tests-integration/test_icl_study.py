@@ -30,7 +30,7 @@ def tiny_model():
 
     from lc_agents.models import load_tokenizer
 
-    tok = load_tokenizer()
+    tok = load_tokenizer("smollm2-135m-instruct")
     torch.manual_seed(0)
     cfg = LlamaConfig(
         vocab_size=len(tok),

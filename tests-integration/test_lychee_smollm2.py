@@ -20,7 +20,7 @@ ROLES = (
 def smollm2():
     from lc_agents.models import load_model
 
-    return load_model()
+    return load_model("smollm2-135m-instruct")
 
 
 def _prompt_ids(tok, length: int, seed: int) -> torch.Tensor:

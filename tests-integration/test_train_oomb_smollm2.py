@@ -14,7 +14,7 @@ pytestmark = pytest.mark.model
 def smollm2() -> torch.nn.Module:
     from lc_agents.models import load_model
 
-    model, _ = load_model()
+    model, _ = load_model("smollm2-135m-instruct")
     return model
 
 

@@ -68,7 +68,7 @@ def load_embedded() -> tuple[Any, Any]:
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         return model.eval(), tok
-    return load_model()
+    return load_model("smollm2-135m-instruct")
 
 
 class BatchedChat:

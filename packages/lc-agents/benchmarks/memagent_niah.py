@@ -139,7 +139,7 @@ def accuracy(args) -> None:
     from lc_agents.memagent.checkpoint import atomic_write_json
 
     torch.set_num_threads(args.threads)
-    backend = LocalBackend()
+    backend = LocalBackend("smollm2-135m-instruct")
     agents = {v: MemAgent(backend, config_for(v)) for v in args.variants if v != "one_pass"}
     data = load_json(JSON)
     migrate(data)
@@ -207,7 +207,7 @@ def profile_one(variant: str, item_path: str, threads: int) -> dict:
 
     torch.set_num_threads(threads)
     item = json.loads(pathlib.Path(item_path).read_text())
-    backend = LocalBackend()
+    backend = LocalBackend("smollm2-135m-instruct")
     agent = MemAgent(backend, config_for(variant))
     agent.run("A warm-up sentence about nothing.", item["question"])  # lazy tables, untimed
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -235,7 +235,7 @@ def profile(args) -> None:
     from lc_agents.memagent.checkpoint import atomic_write_json
     from lc_agents.models import load_tokenizer
 
-    tokenizer = load_tokenizer()
+    tokenizer = load_tokenizer("smollm2-135m-instruct")
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="memagent-profile-"))
     for length in args.lengths:
         item = items_for("niah_multikey", 1, length, args.seed, tokenizer)[0]

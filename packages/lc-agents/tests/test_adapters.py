@@ -138,7 +138,7 @@ def test_local_backend_merges_an_adapter_on_request(tmp_path) -> None:
     from lc_agents.backends.local import LocalBackend
     from lc_agents.models import load_tokenizer
 
-    tok = load_tokenizer()
+    tok = load_tokenizer("smollm2-135m-instruct")
     base = tiny_llama_for(tok)
     plain = copy.deepcopy(base)
     peft_model = lora(copy.deepcopy(base))

@@ -207,7 +207,7 @@ def test_smollm2_scores_the_asked_key_above_distractor_needles() -> None:
     from lc_agents.backends.local import LocalBackend
 
     torch.set_num_threads(1)
-    backend = LocalBackend()
+    backend = LocalBackend("smollm2-135m-instruct")
     scorer = QuestionScorer(backend.model, backend.tokenizer)
     keys = {
         "steady-galaxy": "8749931",

@@ -124,7 +124,7 @@ def items(task: str, n: int, length: int, seed: int, tokenizer) -> list:
 def base_model():
     from lc_agents.models import load_model
 
-    return load_model()
+    return load_model("smollm2-135m-instruct")
 
 
 def lora_model(model):

@@ -361,7 +361,7 @@ def main() -> None:
     from lc_evals import generate, get_scorer, task_spec
 
     start = time.time()
-    base, tokenizer = load_model()
+    base, tokenizer = load_model("smollm2-135m-instruct")
     base.to(args.device)
     scorer = get_scorer(task_spec(args.task).scorer)
     pairs, data_stats = build_data(base, tokenizer, args)

@@ -36,7 +36,7 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="module")
 def tok():
-    return load_tokenizer()
+    return load_tokenizer("smollm2-135m-instruct")
 
 
 def tiny_policy(tok, seed: int = 0) -> LlamaForCausalLM:

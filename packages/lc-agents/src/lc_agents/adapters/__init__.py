@@ -21,7 +21,7 @@ Example:
     >>> "memagent-smollm2" in available_adapters()  # doctest: +SKIP
     True
     >>> from lc_agents.models import load_model
-    >>> model, tok = load_model()  # doctest: +SKIP
+    >>> model, tok = load_model("smollm2-135m-instruct")  # doctest: +SKIP
     >>> merge_adapter(model, "memagent-smollm2")  # doctest: +SKIP
 """
 

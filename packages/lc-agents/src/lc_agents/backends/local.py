@@ -2,7 +2,7 @@
 
 Example:
     >>> from lc_agents.backends import LocalBackend
-    >>> backend = LocalBackend()  # the embedded SmolLM2-135M-Instruct  # doctest: +SKIP
+    >>> backend = LocalBackend()  # the embedded Qwen2.5-Coder-0.5B-Instruct  # doctest: +SKIP
     >>> backend.chat([{"role": "user", "content": "Say hi."}], max_tokens=8)  # doctest: +SKIP
     'Hi! How can I help you today?'
 """
@@ -25,11 +25,21 @@ if TYPE_CHECKING:
 __all__ = ["LocalBackend"]
 
 
+def _cache_kwarg() -> str:
+    """``generate``'s name for a KV cache argument: ``cache`` from transformers 5.24 on
+    (where ``past_key_values`` is deprecated), ``past_key_values`` before."""
+    import transformers
+
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return "cache" if (major, minor) >= (5, 24) else "past_key_values"
+
+
 class LocalBackend:
     """Chat with a local transformers model; greedy decoding unless ``temperature > 0``.
 
     Args:
-        model: ``None`` for the embedded SmolLM2-135M-Instruct, a local model directory,
+        model: ``None`` for the default embedded model (Qwen2.5-Coder-0.5B-Instruct), an
+            embedded model name (see :data:`lc_agents.models.EMBEDDED_MODELS`), a local model directory,
             or a model object (then pass ``tokenizer``).
         tokenizer: tokenizer path or object (default: beside the model).
         max_tokens: default cap on generated tokens per reply.
@@ -40,6 +50,13 @@ class LocalBackend:
             (default): the plain model. A model object passed in is modified in place.
             Raises :class:`~lc_agents.adapters.AdapterError` when the adapter was trained
             on another base model.
+
+    Prefix cache: the keys and values of the last prompt (and its reply) are kept, and a
+    next prompt that starts with the same tokens reuses them, so only the new suffix is
+    computed (as with vLLM's automatic prefix caching, one entry deep). MemAgent's
+    chunk-major multi-question runs and several questions after one long document hit
+    it. Outputs are the same as without it up to float rounding; turn it off with
+    ``prefix_cache=False``.
 
     Attributes:
         model: the causal LM (eval mode).
@@ -57,6 +74,7 @@ class LocalBackend:
         max_tokens: int = 256,
         device: str | None = None,
         adapter: str | os.PathLike[str] | None = None,
+        prefix_cache: bool = True,
     ) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
@@ -73,6 +91,11 @@ class LocalBackend:
         if not getattr(self.tokenizer, "chat_template", None):
             raise ValueError("the tokenizer has no chat template; LocalBackend needs one")
         self.max_tokens = max_tokens
+        self.prefix_cache = prefix_cache
+        self.prefix_hits = 0
+        """Number of calls that reused cached keys and values (for tests and profiling)."""
+        self._cache: Any = None
+        self._cache_ids: list[int] = []
         self._lock = threading.Lock()
         eos = {self.tokenizer.eos_token_id}
         gen_eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
@@ -164,6 +187,9 @@ class LocalBackend:
         with self._lock, torch.inference_mode():
             if seed is not None:
                 torch.manual_seed(seed)
+            cache = self._reusable_cache(prompt)
+            if cache is not None:
+                kwargs[_cache_kwarg()] = cache
             out = self.model.generate(
                 input_ids,
                 attention_mask=torch.ones_like(input_ids),
@@ -173,10 +199,40 @@ class LocalBackend:
                 pad_token_id=self.end_ids[0],
                 **kwargs,
             )
+            if self.prefix_cache and cache is not None:
+                ids = [int(t) for t in out[0].tolist()]
+                self._cache, self._cache_ids = cache, ids[: cache.get_seq_length()]
         new = [int(t) for t in out[0, len(prompt) :].tolist()]
         while new and new[-1] in self.end_ids:
             new.pop()
         return new
+
+    _MIN_PREFIX = 32
+
+    def _reusable_cache(self, prompt: Sequence[int]) -> Any:
+        """A KV cache holding the longest cached prefix of ``prompt`` (cropped in place),
+        a fresh cache when nothing useful is cached, or ``None`` with the cache off."""
+        if not self.prefix_cache:
+            return None
+        from transformers import DynamicCache
+
+        cached, n = self._cache_ids, 0
+        limit = min(len(cached), len(prompt) - 1)  # generate needs one uncached token
+        while n < limit and cached[n] == prompt[n]:
+            n += 1
+        if self._cache is None or n < self._MIN_PREFIX or not self._cache.is_croppable:
+            self._cache, self._cache_ids = None, []
+            return DynamicCache(config=self.model.config)
+        extra = self._cache.get_seq_length() - n
+        if extra > 0:  # a negative argument removes that many tokens (transformers 4 and 5)
+            self._cache.crop(-extra)
+        self.prefix_hits += 1
+        return self._cache
+
+    def clear_cache(self) -> None:
+        """Drop the cached prefix (frees its memory)."""
+        with self._lock:
+            self._cache, self._cache_ids = None, []
 
     async def achat(self, messages: Sequence[Message], **options: Any) -> str:
         """Asynchronous :meth:`chat` (runs in a worker thread; calls are serialized)."""

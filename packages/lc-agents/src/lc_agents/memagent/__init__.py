@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from lc_agents.memagent.agent import MemAgent, MemAgentResult, split_tokens
 from lc_agents.memagent.checkpoint import Checkpoint, MemoryStep
-from lc_agents.memagent.config import MemAgentConfig, MemAgentPrompts
+from lc_agents.memagent.config import (
+    ABSTAIN_ANSWER,
+    MEMAGENT_PRESETS,
+    MemAgentConfig,
+    MemAgentPrompts,
+    default_preset,
+)
 from lc_agents.memagent.scoring import QuestionScorer
 
 __all__ = [
+    "ABSTAIN_ANSWER",
+    "MEMAGENT_PRESETS",
     "Checkpoint",
     "MemAgent",
     "MemAgentConfig",
@@ -15,5 +23,6 @@ __all__ = [
     "MemAgentResult",
     "MemoryStep",
     "QuestionScorer",
+    "default_preset",
     "split_tokens",
 ]

@@ -7,14 +7,24 @@ question ``q``::
     m_k = update(q, m_{k-1}, c_k)          k = 1 .. K   (|m_k| <= memory_tokens)
     answer = answer(q, m_K)
 
-so time is linear and memory constant in the document length. With a backend that
-supports constraints (the local backend) the memory holds verbatim text only: by default
-(``memory_mode="score"``) ``m_k`` is the set of sentences of ``m_{k-1}`` and ``c_k``
+so time is linear and memory constant in the document length: the document is
+tokenized as a stream (:func:`iter_token_chunks`), never whole. With the ``notes`` and
+``paper`` presets the model overwrites ``m_k`` in its own words (a reply equal to the
+keep word leaves the memory unchanged) and the answer is generated from ``m_K`` alone;
+with abstention on, an agent whose memory holds nothing that answers says so
+(:attr:`MemAgentResult.found`). :attr:`MemAgentResult.sources` names the chunks the
+final memory's content came from.
+
+With the ``sentences`` preset (``memory_mode="score"`` and a local backend) the memory
+holds verbatim text only: ``m_k`` is the set of sentences of ``m_{k-1}`` and ``c_k``
 that most raise the model's likelihood of ``q`` (:mod:`lc_agents.memagent.scoring`),
-best first, within the token budget; with ``memory_mode="generate"`` the model writes
-``m_k`` by copy-constrained generation, its tokens spans of ``c_k`` or ``m_{k-1}``
-(:mod:`lc_agents.constrained`), and a reply equal to the keep word leaves the memory
-unchanged.
+best first, within the token budget; with ``memory_mode="generate"`` and
+``copy_memory`` the model writes ``m_k`` by copy-constrained generation, its tokens
+spans of ``c_k`` or ``m_{k-1}`` (:mod:`lc_agents.constrained`).
+
+:meth:`MemAgent.run_many` answers several questions over one document, reading each
+chunk once for all of them (each question keeps its own memory), so a backend with a
+prefix cache (the local backend) computes a chunk's keys and values once.
 
 Example:
     >>> from lc_agents import LocalBackend, MemAgent
@@ -25,11 +35,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import re
 import time
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,10 +50,17 @@ from lc_agents.backends.base import ChatBackend, Message
 from lc_agents.constrained import SpanCopyConstraint
 from lc_agents.errors import EmptyReplyError, InputError
 from lc_agents.memagent.checkpoint import Checkpoint, MemoryStep
-from lc_agents.memagent.config import MemAgentConfig
+from lc_agents.memagent.config import MemAgentConfig, default_preset
 from lc_agents.memagent.scoring import QuestionScorer
 
-__all__ = ["MemAgent", "MemAgentResult", "split_tokens"]
+__all__ = [
+    "MemAgent",
+    "MemAgentResult",
+    "extract_boxed",
+    "iter_token_chunks",
+    "says_not_found",
+    "split_tokens",
+]
 
 _SENTINEL = "\ue000CHUNK\ue000"
 
@@ -57,6 +77,10 @@ class MemAgentResult:
         document_tokens: length of the document in tokens.
         seconds: wall time of the whole run (s), including any resumed part.
         resumed_from: index of the first chunk read in this call (0 unless resumed).
+        found: ``False`` when the agent abstained (the answer is the configured
+            abstention phrase because the memory holds nothing that answers).
+        sources: 0-based indices of the chunks the final memory's content came from
+            (empty when the memory never took anything from the document).
     """
 
     answer: str
@@ -66,6 +90,8 @@ class MemAgentResult:
     document_tokens: int = 0
     seconds: float = 0.0
     resumed_from: int = 0
+    found: bool = True
+    sources: tuple[int, ...] = ()
 
 
 def split_tokens(ids: Sequence[int], chunk_tokens: int) -> list[list[int]]:
@@ -79,6 +105,82 @@ def split_tokens(ids: Sequence[int], chunk_tokens: int) -> list[list[int]]:
     return [list(ids[i : i + chunk_tokens]) for i in range(0, len(ids), chunk_tokens)]
 
 
+_PIECE_CHARS = 1 << 16
+
+
+def _text_pieces(document: str | Iterable[str]) -> Iterator[str]:
+    """The document as pieces of about ``_PIECE_CHARS`` characters, each cut right before
+    a space or newline that follows other text, so no word is split between pieces."""
+    source = [document] if isinstance(document, str) else document
+    carry = ""
+    for part in source:
+        if not isinstance(part, str):
+            raise InputError(f"document pieces must be strings, got {type(part).__name__}")
+        carry += part
+        while len(carry) > 2 * _PIECE_CHARS:
+            cut = _cut_point(carry, _PIECE_CHARS)
+            yield carry[:cut]
+            carry = carry[cut:]
+    while len(carry) > 2 * _PIECE_CHARS:
+        cut = _cut_point(carry, _PIECE_CHARS)
+        yield carry[:cut]
+        carry = carry[cut:]
+    if carry:
+        yield carry
+
+
+def _cut_point(text: str, start: int) -> int:
+    """First index >= ``start`` where whitespace follows a non-space character."""
+    for i in range(start, len(text)):
+        if text[i] in " \n" and not text[i - 1].isspace():
+            return i
+    return len(text)
+
+
+def iter_token_chunks(
+    tokenizer: Any, document: str | Iterable[str], chunk_tokens: int
+) -> Iterator[list[int]]:
+    """Token ids of ``document`` in consecutive chunks of ``chunk_tokens`` (the last may
+    be shorter), tokenized piece by piece so memory stays flat in the document length.
+
+    ``document`` is a string or any iterable of text pieces (e.g. a file object read in
+    blocks). Pieces are re-cut before a space that follows a word, where tokenizers of
+    the GPT-2/Llama/Qwen family start a new token, so the ids match tokenizing the whole
+    text at once on ordinary prose.
+
+    >>> from lc_agents.memagent.agent import iter_token_chunks
+    >>> class Chars:  # one token per character
+    ...     def encode(self, text, add_special_tokens=False):
+    ...         return [ord(c) for c in text]
+    >>> [len(c) for c in iter_token_chunks(Chars(), "abcdefg", 3)]
+    [3, 3, 1]
+    """
+    if chunk_tokens < 1:
+        raise ValueError(f"chunk_tokens must be >= 1, got {chunk_tokens}")
+    buffer: list[int] = []
+    for piece in _text_pieces(document):
+        buffer.extend(int(t) for t in tokenizer.encode(piece, add_special_tokens=False))
+        while len(buffer) >= chunk_tokens:
+            yield buffer[:chunk_tokens]
+            del buffer[:chunk_tokens]
+    if buffer:
+        yield buffer
+
+
+_SENTENCE_ENDS: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary()
+_WORD = re.compile(r"[A-Za-z0-9]+")
+
+
+@dataclass
+class _Reader:
+    """One question's state while a document is read: memory, trace, provenance."""
+
+    question: str
+    memory: str = ""
+    trace: list[MemoryStep] = field(default_factory=list)
+    origins: dict[str, frozenset[int]] = field(default_factory=dict)
+
+
 class MemAgent:
     """Answer questions over documents of any length with a bounded, rewritten memory.
 
@@ -86,9 +188,10 @@ class MemAgent:
         backend: any :class:`~lc_agents.backends.ChatBackend`. With
             ``supports_constraints`` (the local backend) prompts are built token-exactly
             and copy constraints apply.
-        config: sizes, decoding mode and prompts.
+        config: sizes, decoding mode and prompts (default: the preset that suits the
+            backend's model, see :func:`~lc_agents.memagent.default_preset`).
         tokenizer: tokenizer counting chunk and memory tokens (default: the backend's, else
-            the embedded SmolLM2 tokenizer).
+            the default embedded model's tokenizer).
     """
 
     def __init__(
@@ -99,7 +202,7 @@ class MemAgent:
         tokenizer: Any = None,
     ) -> None:
         self.backend = backend
-        self.config = config or MemAgentConfig()
+        self.config = config or MemAgentConfig.preset(default_preset(_model_name(backend)))
         if tokenizer is None:
             tokenizer = getattr(backend, "tokenizer", None)
         if tokenizer is None:
@@ -124,7 +227,7 @@ class MemAgent:
     # ------------------------------------------------------------------ public API
     def run(
         self,
-        document: str,
+        document: str | Iterable[str],
         question: str,
         *,
         checkpoint: str | os.PathLike[str] | None = None,
@@ -134,58 +237,83 @@ class MemAgent:
         """Read ``document`` chunk by chunk and answer ``question``.
 
         Args:
-            document: the text to read (any length).
+            document: the text to read (any length), or an iterable of text pieces (a
+                file object, a generator) read as a stream.
             question: what to answer.
             checkpoint: JSON file updated after every chunk; if it exists and matches this
-                (document, question, config), reading resumes after its last chunk.
+                (document, question, config), reading resumes after its last chunk. Needs
+                the document as a string.
             progress: show a progress bar on stderr.
             on_step: called with each new :class:`MemoryStep`.
 
         Raises:
-            InputError: empty document or question.
+            InputError: empty document or question, or a checkpoint with a streamed
+                document.
             CheckpointError: the checkpoint belongs to another run.
             EmptyReplyError: the model returned no answer.
         """
-        if not document.strip():
-            raise InputError("the document is empty")
         if not question.strip():
             raise InputError("the question is empty")
+        if isinstance(document, str) and not document.strip():
+            raise InputError("the document is empty")
+        reader = _Reader(question)
+        state: Checkpoint | None = None
+        if checkpoint is not None:
+            if not isinstance(document, str):
+                raise InputError("a checkpoint needs the document as a string, not a stream")
+            fp = self._fingerprint(document, question)
+            state = Checkpoint.load(checkpoint, fp) or Checkpoint(fp, n_chunks=-1, memory="")
+            reader.memory, reader.trace = state.memory, list(state.trace)
+
+        def save(_: int, __: MemoryStep) -> None:
+            if state is not None and checkpoint is not None:
+                state.memory, state.trace = reader.memory, list(reader.trace)
+                state.save(checkpoint)
+
+        def step_hook(_: int, step: MemoryStep) -> None:
+            save(_, step)
+            if on_step is not None:
+                on_step(step)
+
+        resumed_from = len(reader.trace)
         start = time.perf_counter()
-        ids = self._encode(document)
-        chunks = split_tokens(ids, self.config.chunk_tokens)
-        fp = self._fingerprint(document, question)
-        state = Checkpoint.load(checkpoint, fp) if checkpoint is not None else None
-        if state is None:
-            state = Checkpoint(fingerprint=fp, n_chunks=len(chunks), memory="")
-        resumed_from = state.next_chunk
-        if self._scorer is not None:
-            self._scorer.clear()
-        bar = _Progress(len(chunks), resumed_from, enabled=progress)
-        try:
-            for k in range(resumed_from, len(chunks)):
-                t0 = time.perf_counter()
-                memory, kept = self.update(question, state.memory, chunks[k])
-                step = MemoryStep(k, len(chunks[k]), memory, kept, time.perf_counter() - t0)
-                state.memory = memory
-                state.trace.append(step)
-                if checkpoint is not None:
-                    state.save(checkpoint)
-                if on_step is not None:
-                    on_step(step)
-                bar.advance()
-        finally:
-            bar.close()
-        answer = self.answer(question, state.memory)
-        prior = sum(s.seconds for s in state.trace[:resumed_from])
-        return MemAgentResult(
-            answer=answer,
-            memory=state.memory,
-            trace=list(state.trace),
-            n_chunks=len(chunks),
-            document_tokens=len(ids),
-            seconds=prior + time.perf_counter() - start,
-            resumed_from=resumed_from,
+        n_chunks, n_tokens = self._read(document, [reader], progress=progress, on_step=step_hook)
+        if state is not None and checkpoint is not None:
+            state.n_chunks = n_chunks
+            state.save(checkpoint)
+        prior = sum(s.seconds for s in reader.trace[:resumed_from])
+        return self._finish(
+            reader, n_chunks, n_tokens, prior + time.perf_counter() - start, resumed_from
         )
+
+    def run_many(
+        self,
+        document: str | Iterable[str],
+        questions: Sequence[str],
+        *,
+        progress: bool = False,
+    ) -> list[MemAgentResult]:
+        """Answer several questions over one document, reading each chunk once for all.
+
+        Each question keeps its own memory, exactly as in :meth:`run`; the updates of one
+        chunk run one question after another, so the backend's prefix cache (the local
+        backend keeps one) computes the chunk's shared prompt prefix once. Results keep
+        the order of ``questions``; ``seconds`` is the wall time of the whole call.
+
+        Raises:
+            InputError: empty document, no questions or an empty question.
+        """
+        if not questions:
+            raise InputError("give at least one question")
+        if any(not q.strip() for q in questions):
+            raise InputError("a question is empty")
+        if isinstance(document, str) and not document.strip():
+            raise InputError("the document is empty")
+        readers = [_Reader(q) for q in questions]
+        start = time.perf_counter()
+        n_chunks, n_tokens = self._read(document, readers, progress=progress)
+        seconds = time.perf_counter() - start
+        return [self._finish(r, n_chunks, n_tokens, seconds, 0) for r in readers]
 
     def update(self, question: str, memory: str, chunk_ids: Sequence[int]) -> tuple[str, bool]:
         """One memory update: returns ``(new_memory, kept)`` for the chunk's token ids."""
@@ -212,9 +340,13 @@ class MemAgent:
                     boundary_ids=self._sentence_end_ids() if cfg.whole_sentences else None,
                 )
             prompt = self._prompt_ids(
-                cfg.prompts.update, question=question, memory=shown, chunk=chunk_ids
+                cfg.prompts.update,
+                question=question,
+                memory=shown,
+                chunk=chunk_ids,
+                abstain=cfg.abstain or "",
             )
-            if constraint is not None:
+            if constraint is not None and cfg.prompts.update_reply_prefix:
                 prompt += self._encode(cfg.prompts.update_reply_prefix)
             out = self.backend.generate_ids(  # type: ignore[attr-defined]
                 prompt, max_tokens=cfg.memory_tokens, constraint=constraint
@@ -222,7 +354,9 @@ class MemAgent:
             reply = self.tokenizer.decode(out, skip_special_tokens=True).strip()
         else:
             chunk = self.tokenizer.decode(list(chunk_ids), skip_special_tokens=True)
-            text = cfg.prompts.update.format(question=question, memory=shown, chunk=chunk)
+            text = cfg.prompts.update.format(
+                question=question, memory=shown, chunk=chunk, abstain=cfg.abstain or ""
+            )
             reply = self.backend.chat(self._messages(text), max_tokens=cfg.memory_tokens).strip()
         keep = _normalize(cfg.keep_word)
         lines = [ln.strip() for ln in reply.split("\n")]
@@ -233,15 +367,26 @@ class MemAgent:
         return self._fit_budget(reply), False
 
     def answer(self, question: str, memory: str) -> str:
-        """The final answer from (question, memory).
+        """The final answer from (question, memory) (see :meth:`answer_found`)."""
+        return self.answer_found(question, memory)[0]
+
+    def answer_found(self, question: str, memory: str) -> tuple[str, bool]:
+        """``(answer, found)`` from (question, memory).
+
+        With ``config.abstain`` set, an empty memory gives ``(abstain, False)`` without a
+        model call, and a reply saying that the notes hold no answer is reported as
+        ``(abstain, False)``.
 
         Raises:
             EmptyReplyError: the model returned nothing.
         """
         cfg = self.config
+        if cfg.abstain is not None and not memory.strip():
+            return cfg.abstain, False
         shown = memory if memory else cfg.initial_memory
+        fill = {"question": question, "memory": shown, "abstain": cfg.abstain or ""}
         if self._local:
-            prompt = self._prompt_ids(cfg.prompts.answer, question=question, memory=shown)
+            prompt = self._prompt_ids(cfg.prompts.answer, **fill)
             constraint = None
             if cfg.copy_answer and memory:
                 lines = [line for line in memory.split("\n") if line.strip()]
@@ -249,7 +394,7 @@ class MemAgent:
                     lines = lines[:1]  # scored memories are kept best first
                     forced = self._forced_copy(lines[0])
                     if forced is not None:
-                        return forced
+                        return forced, True
                 constraint = SpanCopyConstraint(
                     [self._encode(line) for line in lines],
                     end_ids=self.backend.end_ids,  # type: ignore[attr-defined]
@@ -261,11 +406,15 @@ class MemAgent:
             )
             reply = self.tokenizer.decode(out, skip_special_tokens=True).strip()
         else:
-            text = cfg.prompts.answer.format(question=question, memory=shown)
+            text = cfg.prompts.answer.format(**fill)
             reply = self.backend.chat(self._messages(text), max_tokens=cfg.answer_tokens).strip()
+        if cfg.answer_format == "boxed":
+            reply = extract_boxed(reply)
         if not reply:
             raise EmptyReplyError("the model returned an empty answer")
-        return reply
+        if cfg.abstain is not None and says_not_found(reply, cfg.abstain):
+            return cfg.abstain, False
+        return reply, True
 
     def scores(self, question: str, lines: Sequence[str]) -> list[float]:
         """The model's question-likelihood score of each line (nats; see ``scoring``).
@@ -282,6 +431,75 @@ class MemAgent:
         return self._scorer.score(question, lines)
 
     # ------------------------------------------------------------------ internals
+    def _read(
+        self,
+        document: str | Iterable[str],
+        readers: list[_Reader],
+        *,
+        progress: bool,
+        on_step: Callable[[int, MemoryStep], None] | None = None,
+    ) -> tuple[int, int]:
+        """Stream the chunks through every reader; returns (chunks, document tokens).
+
+        A reader whose trace already covers chunk ``k`` (a resumed run) skips it, but
+        its provenance is replayed so that ``sources`` is the same as without resuming.
+        """
+        if self._scorer is not None:
+            self._scorer.clear()
+        done = min(len(r.trace) for r in readers)
+        bar = _Progress(None, done, enabled=progress)
+        n_chunks = n_tokens = 0
+        try:
+            for k, chunk_ids in enumerate(
+                iter_token_chunks(self.tokenizer, document, self.config.chunk_tokens)
+            ):
+                n_chunks, n_tokens = k + 1, n_tokens + len(chunk_ids)
+                chunk_words: set[str] | None = None
+                for i, r in enumerate(readers):
+                    if k < len(r.trace):  # read before the resume: replay provenance
+                        before = r.trace[k - 1].memory if k else ""
+                        after = r.trace[k].memory
+                        if after != before:
+                            chunk_words = chunk_words or self._chunk_words(chunk_ids)
+                            r.origins = _attribute(before, r.origins, after, k, chunk_words)
+                        continue
+                    t0 = time.perf_counter()
+                    memory, kept = self.update(r.question, r.memory, chunk_ids)
+                    step = MemoryStep(k, len(chunk_ids), memory, kept, time.perf_counter() - t0)
+                    if memory != r.memory:
+                        chunk_words = chunk_words or self._chunk_words(chunk_ids)
+                        r.origins = _attribute(r.memory, r.origins, memory, k, chunk_words)
+                    r.memory = memory
+                    r.trace.append(step)
+                    if on_step is not None:
+                        on_step(i, step)
+                bar.advance()
+        finally:
+            bar.close()
+        if n_chunks == 0:
+            raise InputError("the document is empty")
+        return n_chunks, n_tokens
+
+    def _finish(
+        self, reader: _Reader, n_chunks: int, n_tokens: int, seconds: float, resumed_from: int
+    ) -> MemAgentResult:
+        answer, found = self.answer_found(reader.question, reader.memory)
+        sources = sorted(set().union(*reader.origins.values())) if reader.origins else []
+        return MemAgentResult(
+            answer=answer,
+            memory=reader.memory,
+            trace=list(reader.trace),
+            n_chunks=n_chunks,
+            document_tokens=n_tokens,
+            seconds=seconds,
+            resumed_from=resumed_from,
+            found=found,
+            sources=tuple(sources),
+        )
+
+    def _chunk_words(self, chunk_ids: Sequence[int]) -> set[str]:
+        return _content_words(self.tokenizer.decode(list(chunk_ids), skip_special_tokens=True))
+
     def _select(self, question: str, memory: str, chunk_ids: Sequence[int]) -> tuple[str, bool]:
         """Score-mode update: keep the best-scoring sentences of memory + chunk in budget."""
         assert self._scorer is not None
@@ -371,13 +589,22 @@ class MemAgent:
         ]
 
     def _sentence_end_ids(self) -> list[int]:
-        """Ids of the tokens whose text ends a sentence (., !, ? or a newline)."""
+        """Ids of the tokens whose text ends a sentence (., !, ? or a newline); computed
+        once per tokenizer (a pass over the whole vocabulary)."""
         if self._sentence_ends is None:
-            vocab = len(self.tokenizer)
-            texts = self.tokenizer.batch_decode([[i] for i in range(vocab)])
-            self._sentence_ends = [
-                i for i, t in enumerate(texts) if t.rstrip(" ").endswith((".", "!", "?", "\n"))
-            ]
+            try:
+                cached = _SENTENCE_ENDS.get(self.tokenizer)
+            except TypeError:  # not weak-referenceable
+                cached = None
+            if cached is None:
+                vocab = len(self.tokenizer)
+                texts = self.tokenizer.batch_decode([[i] for i in range(vocab)])
+                cached = [
+                    i for i, t in enumerate(texts) if t.rstrip(" ").endswith((".", "!", "?", "\n"))
+                ]
+                with contextlib.suppress(TypeError):
+                    _SENTENCE_ENDS[self.tokenizer] = cached
+            self._sentence_ends = cached
         return self._sentence_ends
 
     def _separator_ids(self) -> list[int]:
@@ -457,23 +684,121 @@ def _normalize(text: str) -> str:
     return text.strip().strip(".!\"'").lower()
 
 
+def _model_name(backend: Any) -> str | None:
+    """The backend's model name (a local model's config name, an endpoint's model)."""
+    model = getattr(backend, "model", None)
+    if isinstance(model, str):
+        return model
+    config = getattr(model, "config", None)
+    name = getattr(config, "_name_or_path", None) or getattr(config, "name_or_path", None)
+    return str(name) if name else None
+
+
+def _units(memory: str) -> list[str]:
+    """The memory's sentences (split at ., !, ? followed by a space, and at newlines)."""
+    parts = re.split(r"(?<=[.!?])\s+|\n+", memory)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _attribute(
+    before: str,
+    origins: dict[str, frozenset[int]],
+    after: str,
+    k: int,
+    chunk_words: set[str],
+) -> dict[str, frozenset[int]]:
+    """Which chunks each sentence of the new memory ``after`` came from.
+
+    A sentence kept verbatim keeps its origins. Otherwise it inherits the origins of the
+    earlier sentences it shares content words with, and it is credited to chunk ``k``
+    when it brings content words that the previous memory lacked and chunk ``k`` holds.
+    """
+    before_words = _content_words(before)
+    previous = [(u, _content_words(u), origins.get(u, frozenset())) for u in _units(before)]
+    out: dict[str, frozenset[int]] = {}
+    for unit in _units(after):
+        if unit in origins:
+            out[unit] = origins[unit]
+            continue
+        words = _content_words(unit)
+        src: set[int] = set()
+        for _, pw, po in previous:
+            if pw & words:
+                src |= po
+        if (words - before_words) & chunk_words or (not src and words & chunk_words):
+            src.add(k)
+        out[unit] = frozenset(src)
+    return out
+
+
+_BOXED = re.compile(r"\\boxed\{")
+
+
+def extract_boxed(reply: str) -> str:
+    """The content of the last ``\\boxed{...}`` in ``reply`` (braces may nest); the
+    whole reply when there is none.
+
+    >>> extract_boxed("so the answer is \\boxed{Vessby}.")
+    'Vessby'
+    >>> extract_boxed("plain")
+    'plain'
+    """
+    starts = [m.end() for m in _BOXED.finditer(reply)]
+    if not starts:
+        return reply.strip()
+    i = starts[-1]
+    depth, j = 1, i
+    while j < len(reply) and depth:
+        depth += {"{": 1, "}": -1}.get(reply[j], 0)
+        j += 1
+    return reply[i : j - 1 if depth == 0 else j].strip()
+
+
+_NOT_FOUND = re.compile(
+    r"\b(not (found|mentioned|stated|specified|given|provided|available|present|"
+    r"contained|included)|no (information|mention|answer|relevant)|"
+    r"(does|do|did) not (say|mention|contain|state|specify|provide|include|indicate|appear)|"
+    r"cannot be (found|determined|answered)|unknown|not in the (notes|document|text))\b",
+    re.IGNORECASE,
+)
+
+
+def says_not_found(reply: str, phrase: str = "not found in the document") -> bool:
+    """Whether ``reply`` says that the answer is not there (the phrase or a paraphrase).
+
+    >>> says_not_found("Not found in the document."), says_not_found("The notes do not say.")
+    (True, True)
+    >>> says_not_found("Vessby")
+    False
+    """
+    text = reply.strip().lower()
+    if phrase.strip().lower().rstrip(".") in text:
+        return True
+    return bool(_NOT_FOUND.search(text))
+
+
 class _Progress:
     """A rich progress bar over chunks (no-op when disabled)."""
 
-    def __init__(self, total: int, done: int, *, enabled: bool) -> None:
+    def __init__(self, total: int | None, done: int, *, enabled: bool) -> None:
         self._bar: Any = None
         if not enabled:
             return
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-        self._bar = Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
         )
+
+        columns: list[Any] = ["[progress.description]{task.description}"]
+        if total is None:  # a streamed document: chunks read so far and elapsed time
+            columns += ["{task.completed} chunks", TimeElapsedColumn()]
+        else:
+            columns += [BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
+        self._bar = Progress(*columns, console=Console(stderr=True))
         self._bar.start()
         self._task = self._bar.add_task("reading chunks", total=total, completed=done)
 

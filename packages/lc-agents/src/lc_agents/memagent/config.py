@@ -1,14 +1,43 @@
-"""Configuration of :class:`~lc_agents.memagent.MemAgent`: sizes, decoding mode and prompts."""
+"""Configuration of :class:`~lc_agents.memagent.MemAgent`: sizes, decoding mode and prompts.
+
+Three named presets (:data:`MEMAGENT_PRESETS`, :meth:`MemAgentConfig.preset`):
+
+- ``"notes"``: the model reads each chunk and rewrites a bounded memory in its own words;
+  the answer comes from the final memory alone, and the agent abstains ("not found in the
+  document") when the memory holds nothing that answers. The project's own prompts. The
+  default for every model that reads documents (the Qwen models, any endpoint).
+- ``"paper"``: the MemAgent paper's prompt templates (arXiv 2507.02259, its Table 1:
+  problem, memory and section in tags; the answer in ``\\boxed{}``), 5000-token chunks
+  and a 1024-token memory. No abstention: the paper's prompts do not ask for it.
+- ``"sentences"``: the memory is a set of verbatim sentences chosen by the model's
+  question likelihood behind a word filter, and the answer is copied from the best one
+  (:mod:`lc_agents.memagent.scoring`). It suits the 135M SmolLM2, which cannot write
+  notes, and it is the default for it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
-__all__ = ["MemAgentConfig", "MemAgentPrompts"]
+__all__ = [
+    "ABSTAIN_ANSWER",
+    "MEMAGENT_PRESETS",
+    "MemAgentConfig",
+    "MemAgentPrompts",
+    "default_preset",
+]
 
 MEMORY_MODES = ("score", "generate")
+ANSWER_FORMATS = ("plain", "boxed")
+MEMAGENT_PRESETS = ("notes", "paper", "sentences")
+"""Names accepted by :meth:`MemAgentConfig.preset`."""
+
+ABSTAIN_ANSWER = "not found in the document"
+"""What the agent answers when its memory holds nothing that answers the question."""
+
 _UPDATE_FIELDS = ("question", "memory", "chunk")
 _ANSWER_FIELDS = ("question", "memory")
+_OPTIONAL_FIELDS = ("abstain",)
 
 
 @dataclass(frozen=True)
@@ -17,8 +46,9 @@ class MemAgentPrompts:
 
     ``update`` is filled with ``{question}``, ``{memory}`` and ``{chunk}`` and asks for
     the new memory; ``answer`` is filled with ``{question}`` and ``{memory}`` and asks for
-    the final answer. ``system`` (optional) is sent as the system message of both.
-    Write ``{{`` and ``}}`` for literal braces.
+    the final answer. Both may also use ``{abstain}`` (the configured abstention phrase).
+    ``system`` (optional) is sent as the system message of both. Write ``{{`` and ``}}``
+    for literal braces.
     """
 
     system: str = "You take careful, literal notes. You never make up facts."
@@ -58,12 +88,80 @@ class MemAgentPrompts:
                         f"allowed placeholders: {list(needed)}"
                     )
             try:
-                template.format(**{k: "" for k in needed})
+                template.format(**{k: "" for k in (*needed, *_OPTIONAL_FIELDS)})
             except (KeyError, IndexError, ValueError) as exc:
                 raise ValueError(
                     f"MemAgentPrompts.{name} is not a valid template with placeholders "
-                    f"{list(needed)}: {exc}"
+                    f"{list(needed)} (and optional {list(_OPTIONAL_FIELDS)}): {exc}"
                 ) from exc
+
+    @classmethod
+    def notes(cls) -> MemAgentPrompts:
+        """The project's prompts for a model that writes its own notes and may abstain.
+
+        The section comes first in the update prompt, so the updates of several questions
+        over one chunk share a prompt prefix (see :meth:`MemAgent.run_many`)."""
+        return cls(
+            system="You are a careful reader. You only state what the document says.",
+            update=(
+                "<section>\n"
+                "{chunk}\n"
+                "</section>\n"
+                "\n"
+                "Question: {question}\n"
+                "\n"
+                "Notes so far:\n"
+                "{memory}\n"
+                "\n"
+                "Update the notes for answering the question. If the section has facts "
+                "about the people, places or things the question asks about, reply with "
+                "the updated notes: the useful notes so far, then those facts from the "
+                "section as short sentences. Otherwise reply with exactly: none"
+            ),
+            update_reply_prefix="",
+            answer=(
+                "Your notes from reading a document:\n"
+                "{memory}\n"
+                "\n"
+                "Question: {question}\n"
+                "\n"
+                "Answer from the notes only, in a few words. If the notes do not contain "
+                "the answer, reply exactly: {abstain}"
+            ),
+        )
+
+    @classmethod
+    def paper(cls) -> MemAgentPrompts:
+        """The MemAgent paper's templates (arXiv 2507.02259, Table 1), no system prompt."""
+        return cls(
+            system="",
+            update=(
+                "You are presented with a problem, a section of an article that may contain "
+                "the answer to the problem, and a previous memory. Please read the provided "
+                "section carefully and update the memory with the new information that helps "
+                "to answer the problem. Be sure to retain all relevant details from the "
+                "previous memory while adding any new, useful information.\n"
+                "\n"
+                "<problem>\n{question}\n</problem>\n"
+                "\n"
+                "<memory>\n{memory}\n</memory>\n"
+                "\n"
+                "<section>\n{chunk}\n</section>\n"
+                "\n"
+                "Updated memory:\n"
+            ),
+            update_reply_prefix="",
+            answer=(
+                "You are presented with a problem and a previous memory. Please answer the "
+                "problem based on the previous memory and put the answer in \\boxed{{}}.\n"
+                "\n"
+                "<problem>\n{question}\n</problem>\n"
+                "\n"
+                "<memory>\n{memory}\n</memory>\n"
+                "\n"
+                "Your answer:\n"
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -101,6 +199,13 @@ class MemAgentConfig:
             reply with nothing else keeps the memory unchanged.
         initial_memory: the memory shown before the first chunk.
         prompts: the prompt templates.
+        abstain: the answer given when the memory holds nothing that answers; ``None``
+            turns abstention off (the model always answers). With abstention on, an
+            agent whose memory never took anything from the document answers ``abstain``
+            without asking the model, and a reply that says the answer is not there is
+            reported as this phrase with ``found=False``.
+        answer_format: ``"plain"`` (the reply is the answer) or ``"boxed"`` (the answer is
+            the content of the reply's last ``\\boxed{...}``, as in the paper).
     """
 
     chunk_tokens: int = 1024
@@ -115,6 +220,8 @@ class MemAgentConfig:
     keep_word: str = "none"
     initial_memory: str = "No notes yet."
     prompts: MemAgentPrompts = field(default_factory=MemAgentPrompts)
+    abstain: str | None = None
+    answer_format: str = "plain"
 
     def __post_init__(self) -> None:
         for name in ("chunk_tokens", "memory_tokens", "answer_tokens"):
@@ -132,17 +239,25 @@ class MemAgentConfig:
             raise ValueError(f"MemAgentConfig.max_spans must be >= 1 or None, got {self.max_spans}")
         if not self.keep_word.strip():
             raise ValueError("MemAgentConfig.keep_word must be a non-empty word")
+        if self.abstain is not None and not self.abstain.strip():
+            raise ValueError("MemAgentConfig.abstain must be a non-empty phrase or None")
+        if self.answer_format not in ANSWER_FORMATS:
+            raise ValueError(
+                f"MemAgentConfig.answer_format must be one of {list(ANSWER_FORMATS)}, "
+                f"got {self.answer_format!r}"
+            )
         if not isinstance(self.prompts, MemAgentPrompts):
             raise ValueError(
                 f"MemAgentConfig.prompts must be a MemAgentPrompts, got {type(self.prompts).__name__}"
             )
 
     @classmethod
-    def paper(cls) -> MemAgentConfig:
-        """The MemAgent paper's setting: 5000-token chunks, 1024-token memory, free text."""
+    def paper(cls, chunk_tokens: int = 5000, memory_tokens: int = 1024) -> MemAgentConfig:
+        """The MemAgent paper's setting: its prompt templates, 5000-token chunks, a
+        1024-token memory written in free text, the answer in ``\\boxed{}``."""
         return cls(
-            chunk_tokens=5000,
-            memory_tokens=1024,
+            chunk_tokens=chunk_tokens,
+            memory_tokens=memory_tokens,
             answer_tokens=256,
             memory_mode="generate",
             copy_memory=False,
@@ -150,7 +265,62 @@ class MemAgentConfig:
             max_spans=None,
             whole_sentences=False,
             min_overlap=0,
+            keep_word="none",
             initial_memory="No previous memory",
+            prompts=MemAgentPrompts.paper(),
+            answer_format="boxed",
+        )
+
+    @classmethod
+    def notes(
+        cls,
+        chunk_tokens: int = 5000,
+        memory_tokens: int = 1024,
+        *,
+        abstain: str | None = ABSTAIN_ANSWER,
+    ) -> MemAgentConfig:
+        """The model rewrites its own notes each chunk and answers from them, abstaining
+        with ``abstain`` when they hold no answer. Sizes default to the paper's."""
+        return cls(
+            chunk_tokens=chunk_tokens,
+            memory_tokens=memory_tokens,
+            answer_tokens=64,
+            memory_mode="generate",
+            copy_memory=False,
+            copy_answer=False,
+            max_spans=None,
+            whole_sentences=False,
+            min_overlap=0,
+            keep_word="none",
+            initial_memory="(no notes yet)",
+            prompts=MemAgentPrompts.notes(),
+            abstain=abstain,
+        )
+
+    @classmethod
+    def sentences(cls, chunk_tokens: int = 1024, memory_tokens: int = 64) -> MemAgentConfig:
+        """Verbatim sentences scored by question likelihood (``memory_mode="score"``)."""
+        return cls(chunk_tokens=chunk_tokens, memory_tokens=memory_tokens)
+
+    @classmethod
+    def preset(cls, name: str) -> MemAgentConfig:
+        """The named preset (one of :data:`MEMAGENT_PRESETS`, see the module docstring).
+
+        Raises:
+            ValueError: unknown name.
+        """
+        if name not in MEMAGENT_PRESETS:
+            raise ValueError(f"unknown MemAgent preset {name!r}; known: {list(MEMAGENT_PRESETS)}")
+        return getattr(cls, name)()
+
+    def with_sizes(
+        self, chunk_tokens: int | None = None, memory_tokens: int | None = None
+    ) -> MemAgentConfig:
+        """A copy with the given sizes (``None`` keeps a size)."""
+        return replace(
+            self,
+            chunk_tokens=self.chunk_tokens if chunk_tokens is None else chunk_tokens,
+            memory_tokens=self.memory_tokens if memory_tokens is None else memory_tokens,
         )
 
     @classmethod
@@ -175,3 +345,19 @@ class MemAgentConfig:
                 else value
             )
         return out
+
+
+_SENTENCE_MODELS = ("smollm2",)
+
+
+def default_preset(model: str | None = None) -> str:
+    """The preset suiting a model name: ``"sentences"`` for SmolLM2, else ``"notes"``.
+
+    ``None`` is the default embedded model (Qwen2.5-Coder-0.5B-Instruct), which writes
+    notes.
+
+    >>> default_preset("smollm2-135m-instruct"), default_preset(None), default_preset("gpt-x")
+    ('sentences', 'notes', 'notes')
+    """
+    name = (model or "").lower()
+    return "sentences" if any(tag in name for tag in _SENTENCE_MODELS) else "notes"
