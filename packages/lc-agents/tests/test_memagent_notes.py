@@ -72,7 +72,8 @@ def test_presets_are_named_and_validated() -> None:
     assert (notes.chunk_tokens, notes.memory_tokens, notes.abstain) == (5000, 1024, ABSTAIN_ANSWER)
     paper = MemAgentConfig.preset("paper")
     assert (paper.chunk_tokens, paper.memory_tokens) == (5000, 1024)
-    assert paper.answer_format == "boxed" and paper.abstain is None
+    assert paper.answer_format == "boxed"
+    assert paper.abstain is None
     for tag in ("<problem>", "<memory>", "<section>"):
         assert tag in paper.prompts.update
     assert "\\boxed{}" in paper.prompts.answer.format(question="q", memory="m")
@@ -170,7 +171,8 @@ def test_abstention_off_answers_whatever_the_model_says() -> None:
         backend, MemAgentConfig.notes(chunk_tokens=64, abstain=None), tokenizer=_ws_tokenizer()
     )
     answer, found = agent.answer_found("Where?", "Other notes.")
-    assert found and answer == "I cannot tell; the notes do not say."
+    assert found
+    assert answer == "I cannot tell; the notes do not say."
 
 
 def test_sources_name_the_chunks_the_memory_came_from() -> None:
@@ -294,7 +296,8 @@ def test_local_prefix_cache_gives_the_same_replies(tiny_model_dir) -> None:
     for q in ("What runs past the mill?", "Where is the stone?", "What is old?"):
         msgs = [{"role": "user", "content": f"{doc}\n\n{q}"}]
         assert cached.chat(msgs) == plain.chat(msgs)
-    assert cached.prefix_hits == 2 and plain.prefix_hits == 0
+    assert cached.prefix_hits == 2
+    assert plain.prefix_hits == 0
 
 
 def test_run_many_with_the_local_model_matches_single_runs(tiny_backend, document) -> None:

@@ -33,7 +33,7 @@ def test_registry_knows_the_embedded_models() -> None:
 
 
 def test_unknown_embedded_name_lists_the_known_ones() -> None:
-    with pytest.raises(ModelLoadError, match="gemma-3-270m, qwen2.5-coder-0.5b-instruct"):
+    with pytest.raises(ModelLoadError, match=r"gemma-3-270m, qwen2\.5-coder-0\.5b-instruct"):
         embedded_model("llama-70b")
 
 
@@ -69,7 +69,7 @@ def test_a_corrupted_part_is_refused_and_leaves_no_file(tmp_path) -> None:
     spec, files = _parts(tmp_path, blobs)
     files[1].write_bytes(b"b" * 4999 + b"X")  # same size, one byte flipped
     target = tmp_path / "out" / "m.gguf"
-    with pytest.raises(ModelLoadError, match="SHA-256 .* expected"):
+    with pytest.raises(ModelLoadError, match=r"SHA-256 .* expected"):
         assemble_parts(spec, target, files=files, progress=lambda n: None)
     assert not target.exists()
     assert list(target.parent.iterdir()) == []  # no temporary file left behind
@@ -109,7 +109,7 @@ def test_a_part_of_another_version_is_refused(monkeypatch: pytest.MonkeyPatch) -
     assert spec is not None
     from dataclasses import replace
 
-    with pytest.raises(ModelLoadError, match="belongs to version 9.9"):
+    with pytest.raises(ModelLoadError, match=r"belongs to version 9\.9"):
         part_files(replace(spec, version="9.9"))
 
 
