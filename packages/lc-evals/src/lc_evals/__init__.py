@@ -27,6 +27,14 @@ from lc_evals.scorers import (
     token_f1,
 )
 from lc_evals.suite import make_suite
+from lc_evals.tasks.docqa import (
+    ABSTAIN_ANSWER,
+    DOCQA_TEMPLATE,
+    DocQAConfig,
+    docqa,
+    score_abstention,
+    score_docqa,
+)
 from lc_evals.types import ChatModel, Message, TaskItem, Tokenizer
 
 try:
@@ -35,9 +43,12 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0.0.0+unknown"
 
 __all__ = [
+    "ABSTAIN_ANSWER",
+    "DOCQA_TEMPLATE",
     "ICL_TASKS",
     "SCORERS",
     "ChatModel",
+    "DocQAConfig",
     "Executor",
     "Message",
     "RayExecutor",
@@ -54,6 +65,7 @@ __all__ = [
     "check_label",
     "contains_all",
     "contains_any",
+    "docqa",
     "exact_match",
     "extract_answer",
     "fit_shots",
@@ -72,6 +84,8 @@ __all__ = [
     "rouge_l",
     "run",
     "score",
+    "score_abstention",
+    "score_docqa",
     "summarize",
     "task_spec",
     "token_f1",

@@ -8,7 +8,7 @@ from lc_evals.registry import register_task
 def register_builtin_tasks() -> None:
     """Register every built-in task (called once, lazily, by the registry)."""
     from lc_evals.icl import pool as icl_pool
-    from lc_evals.tasks import babilong, chunking, distractor_qa, niah, ruler
+    from lc_evals.tasks import babilong, chunking, distractor_qa, docqa, niah, ruler
 
     builtins = [
         ("niah_single", niah.niah_single, "contains_all", "RULER NIAH, one needle"),
@@ -80,6 +80,31 @@ def register_builtin_tasks() -> None:
             distractor_qa.distractor_qa,
             "contains_all",
             "QA with the gold passage among near-miss distractors",
+        ),
+        ("docqa_single", docqa.docqa_single, "docqa", "QA over Python's docs, one fact"),
+        (
+            "docqa_reworded",
+            docqa.docqa_reworded,
+            "docqa",
+            "QA over Python's docs, question shares no content word with the fact",
+        ),
+        (
+            "docqa_absent",
+            docqa.docqa_absent,
+            "docqa",
+            "QA over Python's docs about an entity it never names (abstain)",
+        ),
+        (
+            "docqa_two_hop",
+            docqa.docqa_two_hop,
+            "docqa",
+            "QA over Python's docs joining two facts far apart",
+        ),
+        (
+            "docqa_count",
+            docqa.docqa_count,
+            "docqa",
+            "QA over Python's docs counting or adding events spread through it",
         ),
         (
             "icl_noisy_pool",
