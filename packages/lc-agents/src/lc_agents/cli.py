@@ -1,31 +1,39 @@
-"""The ``lc-agents`` command line: ``ask`` (one document, one question) and ``serve``.
+"""The ``lc-agents`` command line: ``ask`` (one document, one question), ``serve``, ``arena``.
 
 Examples::
 
     lc-agents ask --demo
     lc-agents ask report.pdf --question "Which year did revenue peak?"
+    lc-agents ask notes.md -q "..." --model smollm2-135m-instruct --preset sentences
     lc-agents ask notes.md -q "..." --endpoint http://127.0.0.1:8000/v1 --model qwen3-8b
-    lc-agents serve --port 8080
+    lc-agents serve --port 8080 --api-key "$KEY"
     lc-agents arena --repo ./mathx --issue issue.json --out arena-results
+
+Every mistake a user can make (a bad option, a missing or binary file, an unreachable
+server, a timeout) ends in one ``error: ...`` line on stderr and a non-zero exit code
+(2 for bad options, 1 for the rest), never a traceback. Text from documents, questions,
+answers and paths is printed literally (never parsed as rich markup).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import pathlib
+import re
+import socket
+import sys
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
+from typer.core import TyperGroup
 
 from lc_agents.errors import AgentError
+from lc_agents.memagent import MEMAGENT_PRESETS
+from lc_agents.models import DEFAULT_CHAT_MODEL, EMBEDDED_MODELS
 
-app = typer.Typer(
-    name="lc-agents",
-    help="Answer questions over documents of any length with a memory agent (MemAgent).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
@@ -33,10 +41,75 @@ DEMO_LENGTH = 16384
 DEMO_SEED = 0
 
 
+def _error_line(message: str) -> None:
+    """Print ``error: message`` as one line on stderr (the message literally)."""
+    line = re.sub(r"\s*\n\s*", " ", str(message).strip())
+    err.print(Text.assemble(("error:", "bold red"), " ", line))
+
+
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    """Print the error line; return the ``typer.Exit`` to raise (``raise _fail(...)``)."""
+    _error_line(message)
     return typer.Exit(code)
 
+
+def _click_class(name: str) -> type[Exception]:
+    """Click's exception class ``name`` as typer raises it (typer may vendor click)."""
+    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == name)
+
+
+_CLICK_ERROR = _click_class("ClickException")
+_USAGE_ERROR = _click_class("UsageError")
+
+
+class _Commands(TyperGroup):
+    """The command group; a usage error (bad option value, unknown option, missing
+    argument) ends in one ``error: ...`` line and exit code 2 instead of a usage box."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(
+                args, prog_name, complete_var, standalone_mode, windows_expand_args, **extra
+            )
+        try:
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except _CLICK_ERROR as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                # `lc-agents` or `lc-agents ask` alone: let typer print the help
+                return super().main(
+                    args, prog_name, complete_var, True, windows_expand_args, **extra
+                )
+            message = exc.format_message()  # type: ignore[attr-defined]
+            ctx = getattr(exc, "ctx", None)
+            if isinstance(exc, _USAGE_ERROR) and ctx is not None:
+                message += f" (see '{ctx.command_path} --help')"
+            _error_line(message)
+            sys.exit(int(getattr(exc, "exit_code", 1)))
+        except typer.Abort:
+            _error_line("aborted")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+app = typer.Typer(
+    name="lc-agents",
+    help="Answer questions over documents of any length with a memory agent (MemAgent).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    cls=_Commands,
+)
+
+_EMBEDDED = ", ".join(EMBEDDED_MODELS)
+_PRESETS = ", ".join(MEMAGENT_PRESETS)
 
 # MemAgent options shared by `ask` and `serve`
 ChunkTokensOption = Annotated[int | None, typer.Option(min=16, help="Tokens per chunk.")]
@@ -44,14 +117,91 @@ MemoryTokensOption = Annotated[int | None, typer.Option(min=8, help="Memory budg
 PlainOption = Annotated[
     bool, typer.Option("--plain", help="Plain prompting, no copy-constrained decoding.")
 ]
+
+
+def _preset_name(value: str) -> str:
+    """Parse ``--preset``: one of :data:`~lc_agents.memagent.MEMAGENT_PRESETS`."""
+    if value not in MEMAGENT_PRESETS:
+        raise typer.BadParameter(f"{value!r} is not a preset; use one of {_PRESETS}")
+    return value
+
+
+PresetOption = Annotated[
+    str | None,
+    typer.Option(
+        parser=_preset_name,
+        metavar="NAME",
+        help=f"MemAgent preset: {_PRESETS} (default: the one suiting --model). "
+        "--chunk-tokens and --memory-tokens apply on top.",
+    ),
+]
 AdapterOption = Annotated[
     str | None,
     typer.Option(
         help="LoRA adapter merged into the local model: a shipped name "
         "(e.g. memagent-smollm2) or a folder. Implies plain prompting at the adapter's "
-        "chunk and memory sizes."
+        "chunk and memory sizes (it wins over --preset)."
     ),
 ]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        help=f"Local model: an embedded one ({_EMBEDDED}; default {DEFAULT_CHAT_MODEL}) "
+        "or a model directory. With --endpoint: the model name at the server."
+    ),
+]
+EndpointOption = Annotated[
+    str | None,
+    typer.Option(help="OpenAI-compatible server URL, e.g. http://127.0.0.1:8000/v1."),
+]
+TokenizerOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Tokenizer counting chunk tokens for --endpoint runs: a directory or an "
+        f"embedded model name (default: {DEFAULT_CHAT_MODEL}'s)."
+    ),
+]
+
+
+def check_options(
+    endpoint: str | None,
+    model: str | None,
+    adapter: str | None = None,
+    plain: bool = False,
+    preset: str | None = None,
+) -> None:
+    """Check the backend and MemAgent options before anything is loaded.
+
+    Raises:
+        typer.Exit: (code 2) after printing one ``error:`` line.
+    """
+    if endpoint is not None:
+        from lc_agents.backends.openai_http import check_base_url, suggest_base_url
+
+        if "://" not in endpoint:
+            raise _fail(f"--endpoint needs a scheme: {suggest_base_url(endpoint)}", 2)
+        try:
+            check_base_url(endpoint)
+        except ValueError as exc:
+            raise _fail(f"--endpoint: {exc}", 2) from None
+        if not model:
+            raise _fail("--endpoint needs --model NAME (the model's name at the server)", 2)
+        if adapter:
+            raise _fail(
+                "--adapter is merged into the local model; it cannot apply to --endpoint", 2
+            )
+    elif model is not None and model not in EMBEDDED_MODELS:
+        path = pathlib.Path(model)
+        if not path.exists():
+            raise _fail(
+                f"unknown --model {model!r}: give an embedded model ({_EMBEDDED}) "
+                "or a local model directory",
+                2,
+            )
+        if not path.is_dir():
+            raise _fail(f"--model {model!r} is a file; give the model's directory", 2)
+    if plain and preset is not None:
+        raise _fail("give --plain or --preset, not both", 2)
 
 
 def build_backend(
@@ -59,8 +209,19 @@ def build_backend(
     model: str | None,
     api_key: str | None = None,
     adapter: str | None = None,
+    *,
+    timeout: float | None = None,
 ) -> Any:
-    """The chat backend chosen on the command line (local embedded model by default)."""
+    """The chat backend chosen on the command line (local embedded model by default).
+
+    Args:
+        endpoint: OpenAI-compatible server URL, or ``None`` for a local model.
+        model: model name at ``endpoint``; else an embedded model name or a model
+            directory (``None``: :data:`~lc_agents.models.DEFAULT_CHAT_MODEL`).
+        api_key: bearer token for ``endpoint``.
+        adapter: LoRA adapter merged into the local model.
+        timeout: seconds per request to ``endpoint`` (default 120).
+    """
     if endpoint:
         from lc_agents.backends.openai_http import OpenAICompatibleBackend
 
@@ -71,7 +232,9 @@ def build_backend(
                 "--adapter is merged into the local model; it cannot apply to --endpoint",
                 param_hint="--adapter",
             )
-        return OpenAICompatibleBackend(endpoint, model, api_key=api_key, max_retries=2)
+        return OpenAICompatibleBackend(
+            endpoint, model, api_key=api_key, max_retries=2, timeout=timeout or 120.0
+        )
     from lc_agents.backends.local import LocalBackend
 
     return LocalBackend(model, adapter=adapter)
@@ -82,27 +245,67 @@ def build_config(
     memory_tokens: int | None,
     plain: bool,
     adapter: str | None = None,
+    preset: str | None = None,
+    model: str | None = None,
 ) -> Any:
-    """MemAgent config from the CLI options (defaults tuned for the embedded model).
+    """MemAgent config from the CLI options.
 
     With an ``adapter``, the agent prompts in free text at the chunk and memory sizes the
-    adapter was trained with (:func:`lc_agents.adapters.adapter_memagent_config`).
+    adapter was trained with (:func:`lc_agents.adapters.adapter_memagent_config`); else
+    ``plain`` gives :meth:`MemAgentConfig.plain`, else the ``preset`` (default: the one
+    :func:`~lc_agents.memagent.default_preset` picks for ``model``, ``None`` being the
+    default model). ``chunk_tokens`` and ``memory_tokens`` apply on top.
+
+    Raises:
+        ValueError: ``plain`` and ``preset`` together, or an unknown preset.
     """
     from dataclasses import replace
 
-    from lc_agents.memagent import MemAgentConfig
+    from lc_agents.memagent import MemAgentConfig, default_preset
 
     if adapter:
         from lc_agents.adapters import adapter_memagent_config
 
         cfg = adapter_memagent_config(adapter)
+    elif plain:
+        if preset is not None:
+            raise ValueError("give --plain or --preset, not both")
+        cfg = MemAgentConfig.plain()
     else:
-        cfg = MemAgentConfig.plain() if plain else MemAgentConfig()
+        cfg = MemAgentConfig.preset(preset if preset is not None else default_preset(model))
     if chunk_tokens is not None:
         cfg = replace(cfg, chunk_tokens=chunk_tokens)
     if memory_tokens is not None:
         cfg = replace(cfg, memory_tokens=memory_tokens)
     return cfg
+
+
+def _read(file: pathlib.Path) -> str:
+    """The document's text; a one-line error for a directory, missing or unreadable file."""
+    from lc_agents.documents import read_document
+
+    try:
+        if file.is_dir():
+            raise _fail(f"{file} is a directory; give a document file (.txt, .md or .pdf)")
+        return read_document(file)
+    except AgentError as exc:
+        raise _fail(str(exc)) from None
+    except OSError as exc:
+        raise _fail(f"cannot read {file}: {exc.strerror or exc}") from None
+
+
+def _labelled(label: str, text: str, style: str = "bold") -> Text:
+    """``label`` styled, ``text`` literal (brackets in it are not markup)."""
+    return Text.assemble((label, style), text)
+
+
+def _sources_line(result: Any) -> Text | None:
+    """``Sources: chunk 3, 7 of 12`` (1-based) from ``result.sources``, if any."""
+    sources = tuple(getattr(result, "sources", ()) or ())
+    if not sources:
+        return None
+    chunks = ", ".join(str(int(i) + 1) for i in sources)
+    return _labelled("Sources: ", f"chunk {chunks} of {result.n_chunks}")
 
 
 @app.command()
@@ -122,20 +325,19 @@ def ask(
         int, typer.Option(help="Length of the demo document (tokens).", min=512)
     ] = DEMO_LENGTH,
     seed: Annotated[int, typer.Option(help="Seed of the demo document.")] = DEMO_SEED,
-    endpoint: Annotated[
-        str | None,
-        typer.Option(help="OpenAI-compatible server URL, e.g. http://127.0.0.1:8000/v1."),
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(help="Model name at --endpoint, or a local model directory."),
-    ] = None,
+    endpoint: EndpointOption = None,
+    model: ModelOption = None,
     api_key: Annotated[
         str | None, typer.Option(envvar="OPENAI_API_KEY", help="API key for --endpoint.")
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(help="Seconds each request to --endpoint may take (default 120)."),
     ] = None,
     chunk_tokens: ChunkTokensOption = None,
     memory_tokens: MemoryTokensOption = None,
     plain: PlainOption = False,
+    preset: PresetOption = None,
     adapter: AdapterOption = None,
     show_memory: Annotated[
         bool, typer.Option("--show-memory", help="Print the memory after every chunk.")
@@ -144,10 +346,7 @@ def ask(
         pathlib.Path | None,
         typer.Option(help="JSON checkpoint; an interrupted run resumes from it."),
     ] = None,
-    tokenizer: Annotated[
-        str | None,
-        typer.Option(help="Tokenizer directory counting chunk tokens for --endpoint runs."),
-    ] = None,
+    tokenizer: TokenizerOption = None,
     profile: Annotated[
         bool,
         typer.Option(
@@ -156,35 +355,44 @@ def ask(
     ] = False,
 ) -> None:
     """Read a document chunk by chunk with MemAgent and answer a question about it."""
+    check_options(endpoint, model, adapter, plain, preset)
+    if timeout is not None:
+        if endpoint is None:
+            raise _fail("--timeout limits requests to --endpoint; the local model has none", 2)
+        if not timeout > 0:
+            raise _fail(f"--timeout must be > 0 seconds, got {timeout:g}", 2)
     expected: tuple[str, ...] | None = None
+    if demo:
+        if file is not None:
+            raise _fail("give either FILE or --demo, not both", 2)
+    else:
+        if file is None:
+            raise _fail("give a FILE to read (or --demo)", 2)
+        if question is None or not question.strip():
+            raise _fail("missing --question: what should be answered about the document?", 2)
+        document = _read(file)
     try:
+        config = build_config(chunk_tokens, memory_tokens, plain, adapter, preset, model)
+    except ValueError as exc:
+        raise _fail(str(exc), 2) from None
+    try:
+        backend = build_backend(endpoint, model, api_key, adapter, timeout=timeout)
+        tok = _tok(tokenizer) if tokenizer is not None else getattr(backend, "tokenizer", None)
         if demo:
-            if file is not None:
-                raise _fail("give either FILE or --demo, not both", 2)
-            backend = build_backend(endpoint, model, api_key, adapter)
-            document, question, expected = _demo_item(backend, demo_length, seed)
-        else:
-            if file is None:
-                raise _fail("give a FILE to read (or --demo)", 2)
-            if question is None or not question.strip():
-                raise _fail("missing --question: what should be answered about the document?", 2)
-            from lc_agents.documents import read_document
-
-            document = read_document(file)
-            backend = build_backend(endpoint, model, api_key, adapter)
+            document, question, expected = _demo_item(backend, demo_length, seed, tok)
+        assert question is not None
         from lc_agents.memagent import MemAgent
 
-        agent = MemAgent(
-            backend,
-            build_config(chunk_tokens, memory_tokens, plain, adapter),
-            tokenizer=_tok(tokenizer),
-        )
-        out.print(f"[bold]Question:[/] {question}", highlight=False)
+        agent = MemAgent(backend, config, tokenizer=tok)
+        out.print(_labelled("Question: ", question))
         result = agent.run(document, question, checkpoint=checkpoint, progress=True)
     except AgentError as exc:
         raise _fail(str(exc)) from None
+    except OSError as exc:  # e.g. a checkpoint path that cannot be written
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise _fail(f"{where}{exc.strerror or exc}") from None
     if show_memory:
-        out.print("[bold]Memory trace:[/]")
+        out.print(Text("Memory trace:", style="bold"))
         for step in result.trace:
             tag = "kept" if step.kept else "new"
             out.print(
@@ -193,8 +401,13 @@ def ask(
                 markup=False,  # the tag and the memory's own brackets are text
             )
     if expected is not None:
-        out.print(f"[bold]Expected:[/] {' / '.join(expected)}", highlight=False)
-    out.print(f"[bold]Answer:[/] {result.answer}", highlight=False)
+        out.print(_labelled("Expected: ", " / ".join(expected)))
+    out.print(_labelled("Answer: ", result.answer))
+    sources = _sources_line(result)
+    if sources is not None:
+        out.print(sources)
+    if not getattr(result, "found", True):
+        out.print(Text("The answer was not found in the document.", style="yellow"))
     if expected is not None:
         ok = any(e.lower() in result.answer.lower() for e in expected)
         out.print("[green]correct[/]" if ok else "[red]incorrect[/]")
@@ -215,7 +428,6 @@ def ask(
 def _peak_rss_mib() -> float:
     """Peak resident set size of this process so far (MiB)."""
     import resource
-    import sys
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes vs KiB
@@ -229,11 +441,21 @@ def _tok(path: str | None) -> Any:
     return load_tokenizer(path)
 
 
-def _demo_item(backend: Any, length: int, seed: int) -> tuple[str, str, tuple[str, ...]]:
-    import lc_evals
-    from lc_agents.models import load_tokenizer
+def _demo_item(
+    backend: Any, length: int, seed: int, tokenizer: Any = None
+) -> tuple[str, str, tuple[str, ...]]:
+    """A needle-in-a-haystack item measured with the tokenizer the agent counts with.
 
-    tokenizer = getattr(backend, "tokenizer", None) or load_tokenizer()
+    ``tokenizer`` defaults to the backend's, else the default model's.
+    """
+    import lc_evals
+
+    if tokenizer is None:
+        tokenizer = getattr(backend, "tokenizer", None)
+    if tokenizer is None:
+        from lc_agents.models import load_tokenizer
+
+        tokenizer = load_tokenizer()
     item = lc_evals.generate(
         "niah_single",
         n=1,
@@ -250,46 +472,119 @@ def _demo_item(backend: Any, length: int, seed: int) -> tuple[str, str, tuple[st
     return item.context, item.question, item.answers
 
 
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` only listens on this machine (``localhost``, 127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to (host, port), as uvicorn binds it; one error line if it cannot."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", 1) from None
+    return sock
+
+
 @app.command()
 def serve(
     host: Annotated[
         str, typer.Option(help="Interface to bind (loopback by default).")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8000,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="LC_AGENTS_API_KEY",
+            help="Require this key from clients (header Authorization: Bearer KEY).",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a request may take (waiting included); past it the client "
+            "gets HTTP 504. Default: no limit."
+        ),
+    ] = None,
+    served_model_name: Annotated[
+        str, typer.Option(help="The model id clients send and /v1/models lists.")
+    ] = "memagent",
     endpoint: Annotated[
         str | None, typer.Option(help="Backend: OpenAI-compatible server URL.")
     ] = None,
-    model: Annotated[
-        str | None, typer.Option(help="Backend model name, or a local model directory.")
-    ] = None,
-    api_key: Annotated[
+    model: ModelOption = None,
+    endpoint_api_key: Annotated[
         str | None, typer.Option(envvar="OPENAI_API_KEY", help="API key for --endpoint.")
     ] = None,
     chunk_tokens: ChunkTokensOption = None,
     memory_tokens: MemoryTokensOption = None,
     plain: PlainOption = False,
+    preset: PresetOption = None,
     adapter: AdapterOption = None,
-    tokenizer: Annotated[
-        str | None,
-        typer.Option(help="Tokenizer directory counting chunk tokens for --endpoint runs."),
-    ] = None,
+    tokenizer: TokenizerOption = None,
 ) -> None:
     """Serve MemAgent as an OpenAI-compatible chat-completions API."""
+    check_options(endpoint, model, adapter, plain, preset)
+    if api_key is not None and not api_key.strip():
+        raise _fail("--api-key (or LC_AGENTS_API_KEY) is empty", 2)
+    if timeout is not None and not timeout > 0:
+        raise _fail(f"--timeout must be > 0 seconds, got {timeout:g}", 2)
+    if not served_model_name.strip():
+        raise _fail("--served-model-name is empty", 2)
+    try:
+        config = build_config(chunk_tokens, memory_tokens, plain, adapter, preset, model)
+    except ValueError as exc:
+        raise _fail(str(exc), 2) from None
     import uvicorn
 
     from lc_agents.server import create_app
 
+    sock = _listen(host, port)
     try:
-        backend = build_backend(endpoint, model, api_key, adapter)
+        backend = build_backend(endpoint, model, endpoint_api_key, adapter)
         app_ = create_app(
             backend,
-            build_config(chunk_tokens, memory_tokens, plain, adapter),
+            config,
             tokenizer=_tok(tokenizer),
+            model_name=served_model_name,
+            api_key=api_key,
+            request_timeout_s=timeout,
         )
     except AgentError as exc:
+        sock.close()
         raise _fail(str(exc)) from None
-    err.print(f"serving MemAgent on http://{host}:{port}/v1", highlight=False)
-    uvicorn.run(app_, host=host, port=port, log_level="warning")
+    except BaseException:
+        sock.close()
+        raise
+    if not _is_loopback(host):
+        err.print(
+            Text(
+                f"warning: --host {host} is not a loopback address: other machines can "
+                "reach this server",
+                style="yellow",
+            )
+        )
+        if api_key is None:
+            err.print(
+                Text(
+                    "WARNING: no --api-key: anyone who can reach this address can run the "
+                    "model; set --api-key KEY or LC_AGENTS_API_KEY",
+                    style="bold red",
+                )
+            )
+    bound_port = sock.getsockname()[1]
+    err.print(Text(f"serving MemAgent as {served_model_name!r} on http://{host}:{bound_port}/v1"))
+    server = uvicorn.Server(uvicorn.Config(app_, log_level="warning"))
+    server.run(sockets=[sock])
 
 
 def _arena_retriever(
@@ -325,6 +620,15 @@ def _arena_retriever(
         reason = ", ".join(missing)
         return whole_file_context(repo), f"whole small files (RACG unavailable: {reason})"
     return whole_file_context(repo), "whole small files (no ranking)"
+
+
+def _model_label(endpoint: str | None, model: str | None) -> str:
+    """The leaderboard name of the model a run uses (its name, or its folder's)."""
+    if model is None:
+        return DEFAULT_CHAT_MODEL
+    if endpoint or model in EMBEDDED_MODELS:
+        return model
+    return pathlib.Path(model).name or model
 
 
 def _scripted_arena_model(submitter_file: pathlib.Path, reviewer_file: pathlib.Path) -> Any:
@@ -430,8 +734,8 @@ def arena(
             chat_model = build_backend(endpoint, model, api_key)
         except AgentError as exc:
             raise _fail(str(exc)) from None
-        label = name or (model if endpoint and model else "smollm2-135m-instruct")
-    err.print(f"[dim]context: {note}[/]", highlight=False)
+        label = name or _model_label(endpoint, model)
+    err.print(Text(f"context: {note}", style="dim"))
     config = BattleConfig(
         limits=SandboxLimits(
             cpu_seconds=cpu_seconds,
@@ -457,14 +761,16 @@ def arena(
         v = rec["verdict"]
         tag = "resumed" if rec["id"] in before else "played"
         out.print(
-            f"{rec['id']} ({tag}): winner [bold]{v['winner']}[/] - {v['reason']}; "
-            f"patch valid {v['patch_valid']}, tests valid {v['tests_valid']}, "
-            f"{len(rec['events'])} containment event(s)",
-            highlight=False,
+            Text.assemble(
+                f"{rec['id']} ({tag}): winner ",
+                (str(v["winner"]), "bold"),
+                f" - {v['reason']}; patch valid {v['patch_valid']}, tests valid "
+                f"{v['tests_valid']}, {len(rec['events'])} containment event(s)",
+            )
         )
     board = [s.to_dict() for s in table]
     (out_dir / "leaderboard.json").write_text(json.dumps(board, indent=2) + "\n")
-    out.print(format_leaderboard(table), highlight=False)
+    out.print(format_leaderboard(table), highlight=False, markup=False)
 
 
 def main() -> None:  # pragma: no cover - console entry
