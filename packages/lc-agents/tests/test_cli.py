@@ -293,3 +293,13 @@ def test_help_lists_embedded_models_and_presets() -> None:
         flat = re.sub(r"[\s│]+", "", r.output)
         for name in [*EMBEDDED_MODELS, *MEMAGENT_PRESETS]:
             assert name in flat, (command, name)
+
+
+def test_arena_label_is_the_model_in_use(tmp_path) -> None:
+    from lc_agents.cli import _model_label
+    from lc_agents.models import DEFAULT_CHAT_MODEL
+
+    assert _model_label(None, None) == DEFAULT_CHAT_MODEL
+    assert _model_label(None, "smollm2-135m-instruct") == "smollm2-135m-instruct"
+    assert _model_label("http://127.0.0.1:8000/v1", "qwen3-8b") == "qwen3-8b"
+    assert _model_label(None, str(tmp_path / "my-model")) == "my-model"

@@ -379,6 +379,10 @@ def ask(
         backend = build_backend(endpoint, model, api_key, adapter, timeout=timeout)
         tok = _tok(tokenizer) if tokenizer is not None else getattr(backend, "tokenizer", None)
         if demo:
+            if tok is None:  # the demo is measured with the tokenizer the agent counts with
+                from lc_agents.models import load_tokenizer
+
+                tok = load_tokenizer()
             document, question, expected = _demo_item(backend, demo_length, seed, tok)
         assert question is not None
         from lc_agents.memagent import MemAgent
