@@ -267,20 +267,20 @@ class _Outcome:
 
 
 class _Run:
-    """One MemAgent run in a worker thread, reporting to the event loop.
+    """One MemAgent run in a worker thread.
 
-    Events put on :attr:`events` (from the worker thread, thread-safely):
-    ``("total", n_chunks)`` (streaming only), ``("step", MemoryStep)`` after every chunk,
-    then ``("done", _Outcome)`` or ``("error", exception)``.
+    The worker returns an :class:`_Outcome` through the future :meth:`start` gives. A
+    streaming run also reports on :attr:`events` (put from the worker thread,
+    thread-safely): ``("total", n_chunks)``, ``("step", MemoryStep)`` after every
+    chunk, then ``("done", _Outcome)`` or ``("error", exception)``. :meth:`cancel` stops
+    the run after the chunk it is reading.
     """
 
-    def __init__(
-        self, agent: MemAgent, document: str, question: str, *, count_chunks: bool
-    ) -> None:
+    def __init__(self, agent: MemAgent, document: str, question: str, *, stream: bool) -> None:
         self.agent = agent
         self.document = document
         self.question = question
-        self.count_chunks = count_chunks
+        self.stream = stream
         self.cancelled = threading.Event()
         self.events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
@@ -293,6 +293,8 @@ class _Run:
         self.cancelled.set()
 
     def _emit(self, kind: str, value: Any) -> None:
+        if not self.stream:
+            return
         try:
             self._loop.call_soon_threadsafe(self.events.put_nowait, (kind, value))
         except RuntimeError:  # the event loop is gone (server shut down)
@@ -308,7 +310,7 @@ class _Run:
             if self.cancelled.is_set():
                 raise _Cancelled
             tokenizer = self.agent.tokenizer
-            if self.count_chunks:
+            if self.stream:
                 n_tokens = len(tokenizer.encode(self.document, add_special_tokens=False))
                 self._emit("total", max(1, math.ceil(n_tokens / self.agent.config.chunk_tokens)))
             result = self.agent.run(self.document, self.question, on_step=self._on_step)
@@ -640,13 +642,19 @@ def create_app(
             document, question = split_request(messages, body.question)
         except RequestError as exc:
             return respond(_failure_of(exc))
-        run = _Run(new_agent(), document, question, count_chunks=body.stream)
+        run = _Run(new_agent(), document, question, stream=body.stream)
         try:
             future = run.start(executor)
         except RuntimeError:  # the executor is shut down
             return respond(_Failure(503, "the server is shutting down", "server_error"))
         active.add(run)
-        future.add_done_callback(lambda _: active.discard(run))
+
+        def finished(done: asyncio.Future[_Outcome]) -> None:
+            active.discard(run)
+            if not done.cancelled():
+                done.exception()  # retrieved: a stopped or failed run is answered elsewhere
+
+        future.add_done_callback(finished)
         meta = _Meta(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), model_name)
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
