@@ -85,7 +85,8 @@ def test_presets_are_named_and_validated() -> None:
     with pytest.raises(ValueError, match="abstain"):
         MemAgentConfig(abstain="  ")
     assert default_preset("smollm2-135m-instruct") == "sentences"
-    assert default_preset("qwen2.5-coder-0.5b-instruct") == default_preset(None) == "notes"
+    assert default_preset("qwen2.5-coder-0.5b-instruct") == default_preset(None) == "sentences"
+    assert default_preset("qwen3-8b") == default_preset("/models/llama-70b") == "notes"
 
 
 def test_notes_prompt_puts_the_section_first() -> None:
@@ -337,3 +338,24 @@ def _chunk_index(tok: Any, doc: str, fact: str, chunk_tokens: int) -> int:
     """Index of the chunk holding the start of ``fact``."""
     before = doc[: doc.index(fact)]
     return len(tok.encode(before)) // chunk_tokens
+
+
+def test_scored_memory_abstains_when_the_best_sentence_names_no_one_asked(tiny_backend) -> None:
+    from lc_agents.memagent.agent import names_match, question_names
+
+    assert question_names("What colour did Orlen Hesketh paint the shed?") == {"Orlen", "Hesketh"}
+    assert question_names("What is the special magic number for river?") == set()
+    assert names_match("Where does Mara Quell work?", "Mara Quell works in Vessby.")
+    assert not names_match("Where does Mara Quell work?", "Tobin Asher works in Vessby.")
+    agent = MemAgent(tiny_backend, MemAgentConfig.sentences())
+    assert agent.answer_found("Where does Mara Quell work?", "Tobin Asher works in Vessby.") == (
+        ABSTAIN_ANSWER,
+        False,
+    )
+    assert agent.answer_found("Where does Mara Quell work?", "Mara Quell works in Vessby.") == (
+        "Mara Quell works in Vessby.",
+        True,
+    )
+    assert agent.answer_found("Where?", "") == (ABSTAIN_ANSWER, False)
+    plain = MemAgent(tiny_backend, MemAgentConfig.sentences(abstain=None))
+    assert plain.answer_found("Where does Mara Quell work?", "Tobin Asher works in Vessby.")[1]

@@ -58,6 +58,7 @@ __all__ = [
     "MemAgentResult",
     "extract_boxed",
     "iter_token_chunks",
+    "names_match",
     "says_not_found",
     "split_tokens",
 ]
@@ -360,7 +361,11 @@ class MemAgent:
             reply = self.backend.chat(self._messages(text), max_tokens=cfg.memory_tokens).strip()
         keep = _normalize(cfg.keep_word)
         lines = [ln.strip() for ln in reply.split("\n")]
-        lines = [ln for ln in dict.fromkeys(lines) if ln and _normalize(ln) != keep]
+        lines = [
+            ln
+            for ln in dict.fromkeys(lines)
+            if ln and _normalize(ln) != keep and not self._parroted(ln)
+        ]
         reply = "\n".join(lines)
         if not reply:
             return memory, True
@@ -386,12 +391,16 @@ class MemAgent:
         shown = memory if memory else cfg.initial_memory
         fill = {"question": question, "memory": shown, "abstain": cfg.abstain or ""}
         if self._local:
-            prompt = self._prompt_ids(cfg.prompts.answer, **fill)
+            prompt = self._prompt_ids(
+                cfg.prompts.answer, question=question, memory=shown, abstain=fill["abstain"]
+            )
             constraint = None
             if cfg.copy_answer and memory:
                 lines = [line for line in memory.split("\n") if line.strip()]
                 if self._scorer is not None:
                     lines = lines[:1]  # scored memories are kept best first
+                    if cfg.abstain is not None and not names_match(question, lines[0]):
+                        return cfg.abstain, False
                     forced = self._forced_copy(lines[0])
                     if forced is not None:
                         return forced, True
@@ -496,6 +505,17 @@ class MemAgent:
             found=found,
             sources=tuple(sources),
         )
+
+    def _parroted(self, line: str) -> bool:
+        """Whether a reply line only repeats the prompt's own wording (the instructions
+        or the initial memory): such a line carries nothing from the document."""
+        text = " ".join(_normalize(line).split())
+        if len(text) < 8:
+            return text == _normalize(self.config.initial_memory)
+        fixed = self.config.prompts.update + "\n" + self.config.initial_memory
+        for key in ("{question}", "{memory}", "{chunk}", "{abstain}"):
+            fixed = fixed.replace(key, "\n")
+        return text in " ".join(fixed.lower().split())
 
     def _chunk_words(self, chunk_ids: Sequence[int]) -> set[str]:
         return _content_words(self.tokenizer.decode(list(chunk_ids), skip_special_tokens=True))
@@ -761,6 +781,24 @@ _NOT_FOUND = re.compile(
     r"cannot be (found|determined|answered)|unknown|not in the (notes|document|text))\b",
     re.IGNORECASE,
 )
+
+
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+(?:[-'][A-Za-z]+)?\b")
+
+
+def question_names(question: str) -> set[str]:
+    """Capitalised words of ``question`` that are not its first word (likely names).
+
+    >>> sorted(question_names("Where does Mara Quell's brother work?"))
+    ['Mara', 'Quell']
+    """
+    return {m.group(0).split("'")[0] for m in _NAME.finditer(question.strip())}
+
+
+def names_match(question: str, sentence: str) -> bool:
+    """Whether ``sentence`` names someone the question names (true without names)."""
+    names = question_names(question)
+    return not names or any(re.search(rf"\b{re.escape(n)}\b", sentence) for n in names)
 
 
 def says_not_found(reply: str, phrase: str = "not found in the document") -> bool:

@@ -298,9 +298,19 @@ class MemAgentConfig:
         )
 
     @classmethod
-    def sentences(cls, chunk_tokens: int = 1024, memory_tokens: int = 64) -> MemAgentConfig:
-        """Verbatim sentences scored by question likelihood (``memory_mode="score"``)."""
-        return cls(chunk_tokens=chunk_tokens, memory_tokens=memory_tokens)
+    def sentences(
+        cls,
+        chunk_tokens: int = 1024,
+        memory_tokens: int = 64,
+        *,
+        abstain: str | None = ABSTAIN_ANSWER,
+    ) -> MemAgentConfig:
+        """Verbatim sentences scored by question likelihood (``memory_mode="score"``).
+
+        With ``abstain``, the agent abstains when no sentence passed the question filter,
+        or when the question names someone (capitalised words) and the best sentence
+        names none of them."""
+        return cls(chunk_tokens=chunk_tokens, memory_tokens=memory_tokens, abstain=abstain)
 
     @classmethod
     def preset(cls, name: str) -> MemAgentConfig:
@@ -347,17 +357,19 @@ class MemAgentConfig:
         return out
 
 
-_SENTENCE_MODELS = ("smollm2",)
+_SENTENCE_MODELS = ("smollm2", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "gemma-3-270m")
 
 
 def default_preset(model: str | None = None) -> str:
-    """The preset suiting a model name: ``"sentences"`` for SmolLM2, else ``"notes"``.
+    """The preset suiting a model name: ``"sentences"`` for the small embedded models,
+    ``"notes"`` for any other (an endpoint's model, a local directory).
 
-    ``None`` is the default embedded model (Qwen2.5-Coder-0.5B-Instruct), which writes
-    notes.
+    The embedded models (up to 1.5B parameters, not trained to keep a memory) find facts
+    reliably by scoring sentences but write poor notes (see the docqa benchmark in the
+    lc-agents guide); capable models write notes. ``None`` is the default embedded model.
 
     >>> default_preset("smollm2-135m-instruct"), default_preset(None), default_preset("gpt-x")
-    ('sentences', 'notes', 'notes')
+    ('sentences', 'sentences', 'notes')
     """
-    name = (model or "").lower()
+    name = (model or "qwen2.5-coder-0.5b-instruct").lower()
     return "sentences" if any(tag in name for tag in _SENTENCE_MODELS) else "notes"
