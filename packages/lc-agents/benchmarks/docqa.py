@@ -317,7 +317,7 @@ def main() -> None:
                 f"{'ok ' if correct else 'NO '}{pred!r} (want {item.answers[0]!r}) {seconds:.0f}s",
                 flush=True,
             )
-    rows = summarize(records)
+    rows = summarize(load_records(rec_path))  # other runs may have appended too
     summary = {
         "benchmark": "docqa",
         "machine": f"{platform.machine()} CPU, torch threads {args.threads}",

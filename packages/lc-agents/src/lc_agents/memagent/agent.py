@@ -111,7 +111,7 @@ _PIECE_CHARS = 1 << 16
 
 def _text_pieces(document: str | Iterable[str]) -> Iterator[str]:
     """The document as pieces of about ``_PIECE_CHARS`` characters, each cut right before
-    a space or newline that follows other text, so no word is split between pieces."""
+    a space or newline that follows a letter or digit, so no token spans two pieces."""
     source = [document] if isinstance(document, str) else document
     carry = ""
     for part in source:
@@ -131,9 +131,12 @@ def _text_pieces(document: str | Iterable[str]) -> Iterator[str]:
 
 
 def _cut_point(text: str, start: int) -> int:
-    """First index >= ``start`` where whitespace follows a non-space character."""
+    """First index >= ``start`` where a space or newline follows a letter or digit.
+
+    (After punctuation some tokenizers, Qwen2's among them, fold the newlines that follow
+    into the punctuation's token, so a cut there would change the ids.)"""
     for i in range(start, len(text)):
-        if text[i] in " \n" and not text[i - 1].isspace():
+        if text[i] in " \n" and text[i - 1].isalnum():
             return i
     return len(text)
 
@@ -145,7 +148,7 @@ def iter_token_chunks(
     be shorter), tokenized piece by piece so memory stays flat in the document length.
 
     ``document`` is a string or any iterable of text pieces (e.g. a file object read in
-    blocks). Pieces are re-cut before a space that follows a word, where tokenizers of
+    blocks). Pieces are re-cut before a space after a letter or digit, where tokenizers of
     the GPT-2/Llama/Qwen family start a new token, so the ids match tokenizing the whole
     text at once on ordinary prose.
 
