@@ -14,6 +14,8 @@ Methods (each answers every item; the model is named in the method):
 * ``whole:<model>``: the whole document in one prompt (only where it fits the model's
   window), lc-evals' ``DOCQA_TEMPLATE``;
 * ``rag:<model>``: BM25 top-k passages of the document in document order, same template;
+* ``evidence:<model>``: MemAgent's ``evidence`` preset (scored sentences that follow
+  names, a generated answer);
 * ``sentences:<model>``: MemAgent's ``sentences`` preset (verbatim sentences chosen by
   question likelihood; no abstention), the former default on SmolLM2.
 
@@ -42,6 +44,7 @@ from typing import Any
 
 OUT = pathlib.Path(__file__).resolve().parents[3] / "docs/benchmarks/lc-agents"
 KINDS = ("single", "reworded", "absent", "two_hop", "count")
+METHOD_KINDS = ("memagent", "paper", "whole", "rag", "sentences", "evidence")
 QWEN = "qwen2.5-coder-0.5b-instruct"
 DEFAULT_METHODS = (
     f"memagent:{QWEN}",
@@ -113,7 +116,7 @@ class Runner:
     def answer(self, method: str, item: Any) -> dict[str, Any]:
         kind, model = method.split(":", 1)
         backend = self.backend(model)
-        if kind in ("memagent", "paper", "sentences"):
+        if kind in ("memagent", "paper", "sentences", "evidence"):
             return self._memagent(kind, backend, item)
         if kind == "whole":
             return self._prompt(backend, item.context, item)
@@ -134,6 +137,8 @@ class Runner:
             cfg = MemAgentConfig.notes(a.chunk_tokens, a.memory_tokens)
         elif kind == "paper":
             cfg = MemAgentConfig.paper(a.chunk_tokens, a.memory_tokens)
+        elif kind == "evidence":
+            cfg = MemAgentConfig.evidence()
         else:
             cfg = MemAgentConfig.sentences()
         result = MemAgent(backend, cfg).run(item.context, item.question)
@@ -227,10 +232,33 @@ def plot(rows: list[dict[str, Any]], path: pathlib.Path) -> None:
         ax.set_ylim(0, 1.05)
         ax.set_title(f"{length // 1024}K tokens")
         ax.set_ylabel("accuracy (Wilson 95% interval)")
-    axes[0][0].legend(fontsize=7, loc="upper right")
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=min(len(labels), 3))
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """A table per length: one row per method, ``correct/n [95% interval]`` per kind."""
+    out = []
+    for length in sorted({r["length"] for r in rows}):
+        out.append(f"\n**{length // 1024}K tokens**\n")
+        out.append("| method | " + " | ".join(KINDS) + " | s/item |")
+        out.append("|---" * (len(KINDS) + 2) + "|")
+        for m in sorted({r["method"] for r in rows if r["length"] == length}):
+            cells, secs = [], []
+            for kind in KINDS:
+                c = [r for r in rows if (r["method"], r["kind"], r["length"]) == (m, kind, length)]
+                if c:
+                    lo, hi = c[0]["ci95"]
+                    cells.append(f"{c[0]['correct']}/{c[0]['n']} [{lo:.2f}, {hi:.2f}]")
+                    secs.append(c[0]["seconds_mean"])
+                else:
+                    cells.append("")
+            mean = sum(secs) / len(secs) if secs else float("nan")
+            out.append(f"| `{m}` | " + " | ".join(cells) + f" | {mean:.0f} |")
+    return "\n".join(out)
 
 
 def main() -> None:
@@ -250,16 +278,8 @@ def main() -> None:
     p.add_argument("--summary-only", action="store_true", help="rewrite JSON and plot only")
     args = p.parse_args()
     for m in args.methods:
-        if ":" not in m or m.split(":")[0] not in (
-            "memagent",
-            "paper",
-            "whole",
-            "rag",
-            "sentences",
-        ):
-            p.error(
-                f"--methods: {m!r} is not KIND:MODEL with KIND memagent|paper|whole|rag|sentences"
-            )
+        if ":" not in m or m.split(":")[0] not in METHOD_KINDS:
+            p.error(f"--methods: {m!r} is not KIND:MODEL with KIND one of {METHOD_KINDS}")
 
     import torch
 
@@ -330,11 +350,7 @@ def main() -> None:
     (args.out / "docqa.json").write_text(json.dumps(summary, indent=1) + "\n")
     if rows:
         plot(rows, args.out / "docqa.png")
-    for r in rows:
-        print(
-            f"{r['length']:>6} {r['kind']:<9} {r['method']:<40} {r['correct']}/{r['n']} "
-            f"[{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] {r['seconds_mean']}s"
-        )
+    print(markdown(rows))
 
 
 if __name__ == "__main__":

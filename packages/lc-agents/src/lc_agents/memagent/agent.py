@@ -398,8 +398,11 @@ class MemAgent:
                 cfg.prompts.answer, question=question, memory=shown, abstain=fill["abstain"]
             )
             constraint = None
+            lines = [line for line in memory.split("\n") if line.strip()]
+            if self._scorer is not None and cfg.abstain is not None and not cfg.copy_answer:
+                if not any(names_match(question, line) for line in lines):
+                    return cfg.abstain, False
             if cfg.copy_answer and memory:
-                lines = [line for line in memory.split("\n") if line.strip()]
                 if self._scorer is not None:
                     lines = lines[:1]  # scored memories are kept best first
                     if cfg.abstain is not None and not names_match(question, lines[0]):
@@ -526,7 +529,7 @@ class MemAgent:
     def _select(self, question: str, memory: str, chunk_ids: Sequence[int]) -> tuple[str, bool]:
         """Score-mode update: keep the best-scoring sentences of memory + chunk in budget."""
         assert self._scorer is not None
-        candidates = self._candidates(question, chunk_ids, sentences=True)
+        candidates = self._candidates(question, chunk_ids, sentences=True, memory=memory)
         new = [self.tokenizer.decode(c, skip_special_tokens=True).strip() for c in candidates]
         new = [line for line in new if line]
         if not new:
@@ -584,7 +587,12 @@ class MemAgent:
         return [*self._encode(before), *chunk, *self._encode(after)]
 
     def _candidates(
-        self, question: str, chunk_ids: Sequence[int], *, sentences: bool = False
+        self,
+        question: str,
+        chunk_ids: Sequence[int],
+        *,
+        sentences: bool = False,
+        memory: str = "",
     ) -> list[list[int]]:
         """The chunk's sentences (token ids) that may be copied into the memory.
 
@@ -605,11 +613,17 @@ class MemAgent:
             return parts
         words = _content_words(question)
         need = min(self.config.min_overlap, len(words))
-        return [
-            p
-            for p in parts
-            if len(words & _content_words(self.tokenizer.decode(p))) >= max(need, 1)
-        ]
+        bridges: set[str] = set()
+        if self.config.follow_names and memory:
+            bridges = question_names(memory.replace("\n", " ")) - question_names(question)
+        out = []
+        for p in parts:
+            text = self.tokenizer.decode(p)
+            if len(words & _content_words(text)) >= max(need, 1) or (
+                bridges and any(re.search(rf"\b{re.escape(n)}\b", text) for n in bridges)
+            ):
+                out.append(p)
+        return out
 
     def _sentence_end_ids(self) -> list[int]:
         """Ids of the tokens whose text ends a sentence (., !, ? or a newline); computed

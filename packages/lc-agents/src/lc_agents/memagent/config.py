@@ -13,6 +13,10 @@ Three named presets (:data:`MEMAGENT_PRESETS`, :meth:`MemAgentConfig.preset`):
   question likelihood behind a word filter, and the answer is copied from the best one
   (:mod:`lc_agents.memagent.scoring`). It suits the 135M SmolLM2, which cannot write
   notes, and it is the default for it.
+- ``"evidence"``: the same scored verbatim memory, larger, also admitting sentences that
+  name someone the memory already names (the second fact of a two-hop question), and an
+  answer the model generates from those sentences (so it can combine and count them),
+  abstaining when none names whom the question names.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ __all__ = [
 
 MEMORY_MODES = ("score", "generate")
 ANSWER_FORMATS = ("plain", "boxed")
-MEMAGENT_PRESETS = ("notes", "paper", "sentences")
+MEMAGENT_PRESETS = ("notes", "paper", "sentences", "evidence")
 """Names accepted by :meth:`MemAgentConfig.preset`."""
 
 ABSTAIN_ANSWER = "not found in the document"
@@ -204,6 +208,8 @@ class MemAgentConfig:
             agent whose memory never took anything from the document answers ``abstain``
             without asking the model, and a reply that says the answer is not there is
             reported as this phrase with ``found=False``.
+        follow_names: with scored memories, a chunk sentence is also a candidate when it
+            names someone (a capitalised word) the memory names and the question does not.
         answer_format: ``"plain"`` (the reply is the answer) or ``"boxed"`` (the answer is
             the content of the reply's last ``\\boxed{...}``, as in the paper).
     """
@@ -221,6 +227,7 @@ class MemAgentConfig:
     initial_memory: str = "No notes yet."
     prompts: MemAgentPrompts = field(default_factory=MemAgentPrompts)
     abstain: str | None = None
+    follow_names: bool = False
     answer_format: str = "plain"
 
     def __post_init__(self) -> None:
@@ -311,6 +318,25 @@ class MemAgentConfig:
         or when the question names someone (capitalised words) and the best sentence
         names none of them."""
         return cls(chunk_tokens=chunk_tokens, memory_tokens=memory_tokens, abstain=abstain)
+
+    @classmethod
+    def evidence(
+        cls,
+        chunk_tokens: int = 1024,
+        memory_tokens: int = 192,
+        *,
+        abstain: str | None = ABSTAIN_ANSWER,
+    ) -> MemAgentConfig:
+        """Scored verbatim sentences, following names, and a generated answer."""
+        notes = MemAgentPrompts.notes()
+        return cls(
+            chunk_tokens=chunk_tokens,
+            memory_tokens=memory_tokens,
+            copy_answer=False,
+            follow_names=True,
+            abstain=abstain,
+            prompts=MemAgentPrompts(system=notes.system, answer=notes.answer),
+        )
 
     @classmethod
     def preset(cls, name: str) -> MemAgentConfig:
