@@ -399,9 +399,14 @@ class MemAgent:
             )
             constraint = None
             lines = [line for line in memory.split("\n") if line.strip()]
-            if self._scorer is not None and cfg.abstain is not None and not cfg.copy_answer:
-                if not any(names_match(question, line) for line in lines):
-                    return cfg.abstain, False
+            grounded = any(names_match(question, line) for line in lines)
+            if (
+                self._scorer is not None
+                and cfg.abstain is not None
+                and not cfg.copy_answer
+                and not grounded
+            ):
+                return cfg.abstain, False
             if cfg.copy_answer and memory:
                 if self._scorer is not None:
                     lines = lines[:1]  # scored memories are kept best first
