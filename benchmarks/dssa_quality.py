@@ -245,7 +245,9 @@ def _greedy(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=None, help="lc_agents.models.load_model name")
+    ap.add_argument(
+        "--model", default="smollm2-135m-instruct", help="lc_agents.models.load_model name"
+    )
     ap.add_argument("--lengths", type=int, nargs="+", default=[4096, 8192])
     ap.add_argument("--n", type=int, default=10, help="NIAH items per length")
     ap.add_argument(

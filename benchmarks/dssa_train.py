@@ -119,7 +119,7 @@ def train(args: argparse.Namespace, variant: str, data: dict[str, Any]) -> pathl
         return final
     run.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(args.seed)
-    model, tok = load_model(None)
+    model, tok = load_model("smollm2-135m-instruct")
     model = _with_lora(model, args)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
@@ -193,7 +193,7 @@ def _load_weights(args: argparse.Namespace, weights: str) -> tuple[Any, Any]:
     """The base model, or the base model with a trained adapter merged in."""
     from lc_agents.models import load_model
 
-    model, tok = load_model(None)
+    model, tok = load_model("smollm2-135m-instruct")
     if weights == "base":
         return model, tok
     path = _run_dir(args, weights) / "adapter.pt"

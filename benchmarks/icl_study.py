@@ -92,7 +92,11 @@ def load(name: str) -> tuple[Any, Any]:
     except ImportError:
         load_model = None
     if name == "smollm2":
-        return load_model("smollm2-135m-instruct") if load_model is not None else _load_smollm2_direct()
+        return (
+            load_model("smollm2-135m-instruct")
+            if load_model is not None
+            else _load_smollm2_direct()
+        )
     if name == "gemma3-270m":
         if load_model is None:
             raise SystemExit("gemma3-270m needs lc-agents' loader")

@@ -104,7 +104,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=16, help="decode steps per item")
     ap.add_argument("--topk", type=int, nargs="+", default=[256])
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--model", default=None, help="lc_agents.models.load_model name")
+    ap.add_argument(
+        "--model", default="smollm2-135m-instruct", help="lc_agents.models.load_model name"
+    )
     ap.add_argument(
         "--roles", type=pathlib.Path, nargs="+", default=None, help="role maps (default per model)"
     )

@@ -68,7 +68,9 @@ def main() -> None:
     ap.add_argument("--score-from", type=float, default=0.5, help="start of the score average")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--model", default=None, help="lc_agents.models.load_model name")
+    ap.add_argument(
+        "--model", default="smollm2-135m-instruct", help="lc_agents.models.load_model name"
+    )
     ap.add_argument("--out", type=pathlib.Path, default=None, help="role map (default per model)")
     args = ap.parse_args()
     args.out = args.out or default_roles(args.model)
