@@ -104,9 +104,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=16, help="decode steps per item")
     ap.add_argument("--topk", type=int, nargs="+", default=[256])
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument(
-        "--model", default="smollm2-135m-instruct", help="lc_agents.models.load_model name"
-    )
+    ap.add_argument("--model", default=None, help="lc_agents.models.load_model name")
     ap.add_argument(
         "--roles", type=pathlib.Path, nargs="+", default=None, help="role maps (default per model)"
     )
@@ -128,7 +126,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from lc_agents.models import load_model
 
-    model, tok = load_model(args.model)
+    model, tok = load_model(args.model or "smollm2-135m-instruct")
     if len(args.name) != len(args.roles):
         raise SystemExit("--name takes one label per --roles file")
     maps = {name: RoleMap.load(path) for name, path in zip(args.name, args.roles, strict=True)}

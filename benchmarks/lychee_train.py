@@ -68,16 +68,14 @@ def main() -> None:
     ap.add_argument("--score-from", type=float, default=0.5, help="start of the score average")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument(
-        "--model", default="smollm2-135m-instruct", help="lc_agents.models.load_model name"
-    )
+    ap.add_argument("--model", default=None, help="lc_agents.models.load_model name")
     ap.add_argument("--out", type=pathlib.Path, default=None, help="role map (default per model)")
     args = ap.parse_args()
     args.out = args.out or default_roles(args.model)
     torch.set_num_threads(args.threads)
     from lc_agents.models import load_model
 
-    model, tok = load_model(args.model)
+    model, tok = load_model(args.model or "smollm2-135m-instruct")
     seqs = corpus(tok, args.n, args.length, seed=1000 + args.seed)
     cfg = RoleTrainingConfig(
         topk=args.topk, decode_len=args.decode_len, target_retrieval=args.target,
