@@ -245,9 +245,7 @@ def _greedy(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--model", default="smollm2-135m-instruct", help="lc_agents.models.load_model name"
-    )
+    ap.add_argument("--model", default=None, help="lc_agents.models.load_model name")
     ap.add_argument("--lengths", type=int, nargs="+", default=[4096, 8192])
     ap.add_argument("--n", type=int, default=10, help="NIAH items per length")
     ap.add_argument(
@@ -290,7 +288,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from lc_agents.models import load_model
 
-    model, tok = load_model(args.model)
+    model, tok = load_model(args.model or "smollm2-135m-instruct")
     name = args.model or "SmolLM2-135M-Instruct"
     rows: list[dict[str, Any]] = []
     t_start = time.perf_counter()
