@@ -497,7 +497,8 @@ def create_app(
     Args:
         backend: the chat backend the agents use (shared by all requests; it serializes
             its own model calls).
-        config: MemAgent settings (default :class:`MemAgentConfig`).
+        config: MemAgent settings (default: the preset suiting the backend's model, see
+            :func:`~lc_agents.memagent.default_preset`).
         tokenizer: tokenizer counting tokens (default: the backend's, else the embedded one).
         model_name: the model id the server answers to (``model`` in requests,
             ``/v1/models``); a request naming another model gets 404.
