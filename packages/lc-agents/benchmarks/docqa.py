@@ -110,7 +110,12 @@ class Runner:
         if model not in self.backends:
             from lc_agents.backends.local import LocalBackend
 
-            self.backends[model] = LocalBackend(model, max_tokens=64)
+            import torch
+
+            dtype = torch.bfloat16 if self.args.device.startswith("cuda") else torch.float32
+            backend = LocalBackend(model, max_tokens=64, device=self.args.device)
+            backend.model.to(dtype)
+            self.backends[model] = backend
         return self.backends[model]
 
     def answer(self, method: str, item: Any) -> dict[str, Any]:
@@ -274,6 +279,7 @@ def main() -> None:
     p.add_argument("--memory-tokens", type=int, default=400, help="MemAgent memory budget")
     p.add_argument("--rag-k", type=int, default=4, help="passages retrieved by BM25")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu", help="torch device (cuda runs in bfloat16)")
     p.add_argument("--out", type=pathlib.Path, default=OUT)
     p.add_argument("--summary-only", action="store_true", help="rewrite JSON and plot only")
     args = p.parse_args()
@@ -340,7 +346,7 @@ def main() -> None:
     rows = summarize(load_records(rec_path))  # other runs may have appended too
     summary = {
         "benchmark": "docqa",
-        "machine": f"{platform.machine()} CPU, torch threads {args.threads}",
+        "machine": f"{platform.machine()} {args.device}, torch threads {args.threads}",
         "python": platform.python_version(),
         "memagent_sizes": {"chunk_tokens": args.chunk_tokens, "memory_tokens": args.memory_tokens},
         "rag_k": args.rag_k,
