@@ -108,9 +108,9 @@ class Runner:
 
     def backend(self, model: str) -> Any:
         if model not in self.backends:
-            from lc_agents.backends.local import LocalBackend
-
             import torch
+
+            from lc_agents.backends.local import LocalBackend
 
             dtype = torch.bfloat16 if self.args.device.startswith("cuda") else torch.float32
             backend = LocalBackend(model, max_tokens=64, device=self.args.device)
