@@ -156,7 +156,8 @@ def iter_token_chunks(
     >>> class Chars:  # one token per character
     ...     def encode(self, text, add_special_tokens=False):
     ...         return [ord(c) for c in text]
-    >>> [len(c) for c in iter_token_chunks(Chars(), "abcdefg", 3)]
+    >>> sizes = [len(c) for c in iter_token_chunks(Chars(), "abcdefg", 3)]
+    >>> sizes
     [3, 3, 1]
     """
     if chunk_tokens < 1:

@@ -1445,7 +1445,11 @@ def docqa(
             CPython 3.11).
         seed: explicit seed; item ``i`` does not depend on ``n``.
         tokenizer: anything with ``encode(text)``.
-        kind, distractors, depth, facts, mode: see :class:`DocQAConfig`.
+        kind: the kind of question (see :class:`DocQAConfig`, as for the options below).
+        distractors: same-family facts about other entities.
+        depth: the first fact's position (fraction of the document before it).
+        facts: number of count facts (``count`` only).
+        mode: ``"count"`` or ``"total"`` (``count`` only).
 
     Returns:
         Items of task ``docqa_<kind>`` whose ``metadata`` holds, besides the common keys
