@@ -152,7 +152,7 @@ class Runner:
             "found": result.found,
             "sources": list(result.sources),
             "chunks": result.n_chunks,
-            "memory": result.memory[-600:],
+            "memory": result.memory,
         }
 
     def _prompt(self, backend: Any, context: str, item: Any) -> dict[str, Any]:
@@ -192,6 +192,12 @@ def summarize(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (method, kind, length), rs in sorted(cells.items()):
         k = sum(bool(r["correct"]) for r in rs)
         lo, hi = wilson(k, len(rs))
+        # verbatim memories: how often the memory held every planted fact of the answer
+        held = [
+            all(f.lower() in r["memory"].lower() for f in r["facts"])
+            for r in rs
+            if r.get("facts") and "memory" in r and method.split(":")[0] in ("sentences", "evidence")
+        ]
         rows.append(
             {
                 "method": method,
@@ -203,6 +209,7 @@ def summarize(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "ci95": [round(lo, 3), round(hi, 3)],
                 "seconds_mean": round(sum(r["seconds"] for r in rs) / len(rs), 2),
                 "rss_mib_max": round(max(r["rss_mib"] for r in rs), 1),
+                "memory_holds_facts": f"{sum(held)}/{len(held)}" if held else None,
             }
         )
     return rows
@@ -323,6 +330,7 @@ def main() -> None:
             pred = out.get("prediction")
             correct = None if pred is None else bool(lc_evals.score_docqa(item, pred))
             rec = {
+                "facts": list(item.metadata.get("facts", [])),
                 "method": method,
                 "kind": kind,
                 "length": length,
