@@ -196,7 +196,9 @@ def summarize(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         held = [
             all(f.lower() in r["memory"].lower() for f in r["facts"])
             for r in rs
-            if r.get("facts") and "memory" in r and method.split(":")[0] in ("sentences", "evidence")
+            if r.get("facts")
+            and "memory" in r
+            and method.split(":")[0] in ("sentences", "evidence")
         ]
         rows.append(
             {

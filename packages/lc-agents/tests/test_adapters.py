@@ -200,3 +200,9 @@ def test_cli_ask_with_an_adapter(tmp_path, tiny_model_dir) -> None:
     assert r.exit_code == 1
     assert "fingerprint" in r.output
     assert "Traceback" not in r.output
+
+
+def test_an_adapter_names_its_base_model() -> None:
+    from lc_agents.adapters import adapter_base_model
+
+    assert adapter_base_model("memagent-smollm2") == "smollm2-135m-instruct"

@@ -237,6 +237,12 @@ def build_backend(
         )
     from lc_agents.backends.local import LocalBackend
 
+    if adapter and model is None:  # the adapter's own base model, when it is embedded
+        from lc_agents.adapters import adapter_base_model
+        from lc_agents.models import EMBEDDED_MODELS
+
+        base = adapter_base_model(adapter)
+        model = base if base in EMBEDDED_MODELS else None
     return LocalBackend(model, adapter=adapter)
 
 

@@ -39,6 +39,7 @@ from lc_agents.errors import AgentError
 __all__ = [
     "ADAPTER_FORMAT",
     "AdapterError",
+    "adapter_base_model",
     "adapter_memagent_config",
     "adapter_path",
     "available_adapters",
@@ -198,6 +199,16 @@ def _read_config(path: pathlib.Path) -> dict[str, Any]:
             f"{path / _CONFIG}: format {config.get('format')!r}, expected {ADAPTER_FORMAT!r}"
         )
     return config
+
+
+def adapter_base_model(adapter: str | os.PathLike[str]) -> str | None:
+    """The name of the model an adapter was trained on, as it recorded it (or ``None``).
+
+    >>> adapter_base_model("memagent-smollm2")
+    'smollm2-135m-instruct'
+    """
+    name = _read_config(adapter_path(adapter)).get("base_model", {}).get("name")
+    return str(name) if name else None
 
 
 def adapter_memagent_config(adapter: str | os.PathLike[str]) -> Any:
