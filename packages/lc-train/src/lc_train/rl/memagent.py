@@ -264,13 +264,13 @@ def run_episode(
     backend.turns = []
     backend.answer_phase = False
     agent = MemAgent(backend, config, tokenizer=backend.tokenizer)
-    original_answer = agent.answer
+    original_answer = agent.answer_found
 
-    def answer(question: str, memory: str) -> str:
+    def answer_found(question: str, memory: str) -> tuple[str, bool]:
         backend.answer_phase = True
         return original_answer(question, memory)
 
-    agent.answer = answer  # type: ignore[method-assign]
+    agent.answer_found = answer_found  # type: ignore[method-assign]
     memories: list[str] = []
     try:
         text = agent.run(
