@@ -22,6 +22,7 @@ Three named presets (:data:`MEMAGENT_PRESETS`, :meth:`MemAgentConfig.preset`):
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 __all__ = [
     "ABSTAIN_ANSWER",
@@ -38,6 +39,17 @@ MEMAGENT_PRESETS = ("notes", "paper", "sentences", "evidence")
 
 ABSTAIN_ANSWER = "not found in the document"
 """What the agent answers when its memory holds nothing that answers the question."""
+
+_FREE_TEXT: dict[str, Any] = {
+    "memory_mode": "generate",
+    "copy_memory": False,
+    "copy_answer": False,
+    "max_spans": None,
+    "whole_sentences": False,
+    "min_overlap": 0,
+    "keep_word": "none",
+}
+"""The fields of a memory the model writes in free text (no copy constraints)."""
 
 _UPDATE_FIELDS = ("question", "memory", "chunk")
 _ANSWER_FIELDS = ("question", "memory")
@@ -266,13 +278,7 @@ class MemAgentConfig:
             chunk_tokens=chunk_tokens,
             memory_tokens=memory_tokens,
             answer_tokens=256,
-            memory_mode="generate",
-            copy_memory=False,
-            copy_answer=False,
-            max_spans=None,
-            whole_sentences=False,
-            min_overlap=0,
-            keep_word="none",
+            **_FREE_TEXT,
             initial_memory="No previous memory",
             prompts=MemAgentPrompts.paper(),
             answer_format="boxed",
@@ -292,13 +298,7 @@ class MemAgentConfig:
             chunk_tokens=chunk_tokens,
             memory_tokens=memory_tokens,
             answer_tokens=64,
-            memory_mode="generate",
-            copy_memory=False,
-            copy_answer=False,
-            max_spans=None,
-            whole_sentences=False,
-            min_overlap=0,
-            keep_word="none",
+            **_FREE_TEXT,
             initial_memory="(no notes yet)",
             prompts=MemAgentPrompts.notes(),
             abstain=abstain,
