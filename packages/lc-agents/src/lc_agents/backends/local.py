@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["LocalBackend"]
 
 
+@functools.cache
 def _cache_kwarg() -> str:
     """``generate``'s name for a KV cache argument: ``cache`` from transformers 5.24 on
     (where ``past_key_values`` is deprecated), ``past_key_values`` before."""

@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -524,10 +525,15 @@ class MemAgent:
         text = " ".join(_normalize(line).split())
         if len(text) < 8:
             return text == _normalize(self.config.initial_memory)
+        return text in self._prompt_text
+
+    @functools.cached_property
+    def _prompt_text(self) -> str:
+        """The update prompt's own words and the initial memory, lower-cased, one space."""
         fixed = self.config.prompts.update + "\n" + self.config.initial_memory
         for key in ("{question}", "{memory}", "{chunk}", "{abstain}"):
             fixed = fixed.replace(key, "\n")
-        return text in " ".join(fixed.lower().split())
+        return " ".join(fixed.lower().split())
 
     def _chunk_words(self, chunk_ids: Sequence[int]) -> set[str]:
         return _content_words(self.tokenizer.decode(list(chunk_ids), skip_special_tokens=True))
