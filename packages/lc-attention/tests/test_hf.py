@@ -159,3 +159,53 @@ def test_shared_selection_prefill_matches_dense_when_all_blocks_selected(llama) 
             gen = llama.generate(ids, max_new_tokens=6, do_sample=False)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
     assert torch.equal(gen, ref_gen)
+
+
+def _tiny_llama(max_pos: int) -> torch.nn.Module:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=96, hidden_size=32, intermediate_size=48, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=max_pos,
+        eos_token_id=None, attn_implementation="sdpa",
+    )  # fmt: skip
+    return LlamaForCausalLM(cfg).eval()
+
+
+def test_default_config_goes_sparse_within_the_model_context() -> None:
+    """``enable_dssa(model)`` without a config is never a silent no-op: an 8K model (or
+    anything up to 8K) gets the training-free preset, a longer one MiniCPM4's defaults."""
+    from lc_attention.hf import default_dssa_config
+
+    assert default_dssa_config(8192) == DSSAConfig.training_free()
+    assert default_dssa_config(2048) == DSSAConfig.training_free()
+    assert default_dssa_config(32768) == DSSAConfig()
+    assert default_dssa_config(None) == DSSAConfig()
+    for n in (1025, 2048, 8192, 8193, 131072):
+        assert default_dssa_config(n).dense_len < n
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        default_dssa_config(1024)
+
+    model = _tiny_llama(2048)
+    ids = _ids(1300)
+    with torch.no_grad():
+        ref = model(ids).logits
+        with enable_dssa(model) as m:
+            cfgs = {mod.lc_dssa_config for mod in m.modules() if hasattr(mod, "lc_dssa_config")}
+            out = model(ids).logits
+    assert cfgs == {DSSAConfig.training_free()}
+    torch.testing.assert_close(out[:, :1024], ref[:, :1024])  # dense below dense_len
+    assert (out[:, 1100:] - ref[:, 1100:]).abs().max() > 1e-4  # sparse from there on
+
+
+def test_default_config_on_a_short_context_model_raises() -> None:
+    with pytest.raises(ValueError, match="max_position_embeddings=512"):
+        enable_dssa(_tiny_llama(512))
+
+
+def test_config_that_never_goes_sparse_warns(llama) -> None:
+    with pytest.warns(UserWarning, match="never goes sparse"):
+        h = enable_dssa(llama, DSSAConfig(dense_len=1024))  # the tiny Llama has 1024
+    disable_dssa(llama)
+    assert h.model is llama

@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from types import TracebackType
 from typing import Any
 
@@ -107,12 +108,62 @@ def _attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     return mods
 
 
+def _context_length(model: torch.nn.Module) -> int | None:
+    """The model's ``config.max_position_embeddings`` (None when it has none)."""
+    n = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+def default_dssa_config(max_position_embeddings: int | None) -> DSSAConfig:
+    """The DSSA config [enable_dssa][lc_attention.hf.enable_dssa] uses when given none.
+
+    The rule: the first of these presets whose ``dense_len`` lies below the model's
+    context, so attention actually goes sparse within it.
+
+    - context above 8192 tokens (or unknown): ``DSSAConfig()``, MiniCPM4's defaults
+      (dense below 8192 keys, then 64 blocks of 64 per query);
+    - context of 1025 to 8192 tokens (e.g. SmolLM2's 8K):
+      [DSSAConfig.training_free()][lc_attention.dssa.DSSAConfig.training_free] (dense
+      below 1024 keys, then 16 blocks of 64, scored through 4-token spans), the preset
+      for a pretrained model that never saw sparse attention;
+    - 1024 tokens or fewer: no preset has anything to skip (16 blocks of 64 already
+      cover the context), so this raises; pass a config to ``enable_dssa`` instead.
+
+    Args:
+        max_position_embeddings: the model's context length (``None``: unknown).
+
+    Returns:
+        The preset.
+
+    Raises:
+        ValueError: a context of 1024 tokens or fewer.
+
+    Example:
+        >>> default_dssa_config(8192).dense_len, default_dssa_config(32768).dense_len
+        (1024, 8192)
+    """
+    n = max_position_embeddings
+    if n is None or n > DSSAConfig().dense_len:
+        return DSSAConfig()
+    cfg = DSSAConfig.training_free()
+    if n > cfg.dense_len:
+        return cfg
+    raise ValueError(
+        f"no DSSA preset goes sparse within max_position_embeddings={n} (the smallest, "
+        f"DSSAConfig.training_free(), is dense below {cfg.dense_len} keys and attends to "
+        f"{cfg.topk * cfg.block_size} tokens per query); pass a DSSAConfig with "
+        f"dense_len < {n} and topk * block_size < {n} to enable_dssa"
+    )
+
+
 class DSSAHandle:
     """Returned by [enable_dssa][lc_attention.hf.enable_dssa]; a context manager that
-    restores the previous attention implementation on exit."""
+    restores the previous attention implementation on exit. ``config`` is the DSSA
+    config the model runs with (the derived one when ``enable_dssa`` got none)."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, config: DSSAConfig | None = None) -> None:
         self.model = model
+        self.config = config
 
     def __enter__(self) -> torch.nn.Module:
         return self.model
@@ -134,22 +185,36 @@ class DSSAHandle:
 def enable_dssa(model: torch.nn.Module, config: DSSAConfig | None = None) -> DSSAHandle:
     """Make a loaded transformers model run DSSA in its attention layers.
 
+    Attention stays dense while the keys are fewer than ``config.dense_len``, so a
+    config whose ``dense_len`` is not below the model's context
+    (``config.max_position_embeddings``) never goes sparse on inputs the model was made
+    for. Without a config the call derives one that does (the rule of
+    [default_dssa_config][lc_attention.hf.default_dssa_config]: MiniCPM4's defaults above
+    an 8K context, ``DSSAConfig.training_free()`` for contexts of 1025 to 8192 tokens;
+    a context of 1024 or fewer raises). A given config that never goes sparse within the
+    context is kept (dense DSSA reproduces the model exactly, a useful baseline) with a
+    ``UserWarning``.
+
     Args:
         model: a ``PreTrainedModel`` of a supported family (Llama, Mistral, Qwen2/3,
             Gemma-3; sliding-window layers of Gemma-3 stay dense).
-        config: DSSA hyper-parameters, default ``DSSAConfig()`` (MiniCPM4's).
+        config: DSSA hyper-parameters; ``None`` derives them from the model's context.
 
     Returns:
-        A [DSSAHandle][lc_attention.hf.DSSAHandle]; use it in a ``with`` block or call
-        [disable_dssa][lc_attention.hf.disable_dssa] to restore the model.
+        A [DSSAHandle][lc_attention.hf.DSSAHandle] (its ``config`` is the one in use);
+        use it in a ``with`` block or call [disable_dssa][lc_attention.hf.disable_dssa]
+        to restore the model.
 
     Raises:
-        ValueError: unsupported model family, or DSSA already enabled.
+        ValueError: unsupported model family, DSSA already enabled, or no config given
+            for a model whose context is 1024 tokens or fewer.
         TypeError: ``config`` is not a ``DSSAConfig``.
+
+    Warns:
+        UserWarning: ``config.dense_len >= max_position_embeddings`` (never sparse).
     """
-    cfg = DSSAConfig() if config is None else config
-    if not isinstance(cfg, DSSAConfig):
-        raise TypeError(f"config must be a DSSAConfig, got {type(cfg).__name__}")
+    if config is not None and not isinstance(config, DSSAConfig):
+        raise TypeError(f"config must be a DSSAConfig, got {type(config).__name__}")
     mcfg = getattr(model, "config", None)
     mtype = getattr(mcfg, "model_type", None)
     if mtype not in SUPPORTED_MODEL_TYPES:
@@ -157,6 +222,20 @@ def enable_dssa(model: torch.nn.Module, config: DSSAConfig | None = None) -> DSS
             f"DSSA supports model types {SUPPORTED_MODEL_TYPES}, got {mtype!r} "
             f"({type(model).__name__})"
         )
+    context = _context_length(model)
+    if config is None:
+        cfg = default_dssa_config(context)
+    else:
+        cfg = config
+        if context is not None and cfg.dense_len >= context:
+            warnings.warn(
+                f"DSSA never goes sparse on this model: config.dense_len={cfg.dense_len} is "
+                f"not below its max_position_embeddings={context}, so every input the model "
+                "takes runs dense attention; lower dense_len (or call enable_dssa(model) "
+                "without a config) to run sparse",
+                UserWarning,
+                stacklevel=2,
+            )
     if hasattr(model, _PREVIOUS):
         raise ValueError("DSSA is already enabled on this model; call disable_dssa first")
     mods = _attention_modules(model)
@@ -167,7 +246,7 @@ def enable_dssa(model: torch.nn.Module, config: DSSAConfig | None = None) -> DSS
         m.lc_dssa_cache = CompressedKeyCache()  # type: ignore[assignment]
     setattr(model, _PREVIOUS, previous)
     model.set_attn_implementation(ATTN_NAME)  # type: ignore[operator]
-    return DSSAHandle(model)
+    return DSSAHandle(model, cfg)
 
 
 def disable_dssa(model: torch.nn.Module) -> None:
