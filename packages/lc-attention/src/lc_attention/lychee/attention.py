@@ -36,10 +36,64 @@ from lc_attention.lychee.config import BACKENDS
 
 
 def _as_mask(x: Sequence[bool] | torch.Tensor, n: int, name: str) -> list[bool]:
-    m = torch.as_tensor(x, dtype=torch.bool).cpu()
-    if m.shape != (n,):
-        raise ValueError(f"{name} must have one entry per query head ({n}), got {tuple(m.shape)}")
-    return [bool(v) for v in m.tolist()]
+    raw = x.detach().cpu() if isinstance(x, torch.Tensor) else torch.as_tensor(x)
+    if raw.shape != (n,):
+        raise ValueError(f"{name} must have one entry per query head ({n}), got {tuple(raw.shape)}")
+    if raw.dtype != torch.bool and bool(((raw != 0) & (raw != 1)).any()):
+        raise ValueError(
+            f"{name} must hold booleans (True/False or 0/1), one flag per query head, got "
+            f"{raw.tolist()} (head ids are not a mask)"
+        )
+    return [bool(v) for v in raw.tolist()]
+
+
+def _check_tensors(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
+    """``q [B, HQ, D]`` and ``k_cache, v_cache [B, T, HKV, D]`` that fit together."""
+    if q.dim() != 3 or k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
+        raise ValueError(
+            "expected q [B, HQ, D] and k_cache, v_cache [B, T, HKV, D] of equal shape, got "
+            f"{tuple(q.shape)}, {tuple(k_cache.shape)}, {tuple(v_cache.shape)}"
+        )
+    b, hq, d = q.shape
+    _, _t, hkv, dk = k_cache.shape
+    if k_cache.shape[0] != b or dk != d or hq % hkv:
+        raise ValueError(
+            f"q {tuple(q.shape)} does not fit k_cache {tuple(k_cache.shape)} (batch, head_dim, "
+            "and query heads a multiple of KV heads must agree)"
+        )
+    if not (q.device == k_cache.device == v_cache.device):
+        raise ValueError(
+            f"q, k_cache, v_cache must be on one device, got {q.device}, {k_cache.device}, "
+            f"{v_cache.device}"
+        )
+
+
+def check_indices(indices: torch.Tensor, rows: torch.Tensor | None, t: int) -> None:
+    """Check that ``indices`` holds integer positions in ``[0, t)`` in the head rows
+    ``rows`` (None: every row), as a sparse head reads them.
+
+    Costs one device synchronisation (the min and max are read on the host); the
+    Hugging Face integration, whose positions come from the model's own top-k, skips it.
+
+    Raises:
+        ValueError: a float tensor, or a position outside ``[0, t)`` (the first one is
+            named: a row past the cache would be read from the next KV head's keys).
+    """
+    if indices.dtype.is_floating_point or indices.dtype.is_complex or indices.dtype == torch.bool:
+        raise ValueError(f"indices must be an integer tensor (int64), got {indices.dtype}")
+    sel = indices if rows is None else indices.index_select(1, rows)
+    if not sel.numel():
+        return
+    lo, hi = torch.aminmax(sel)
+    if int(lo) >= 0 and int(hi) < t:
+        return
+    bad = (sel < 0) | (sel >= t)
+    bi, ri, ki = (int(x) for x in torch.nonzero(bad)[0])
+    hi_ = ri if rows is None else int(rows[ri])
+    raise ValueError(
+        f"indices[{bi}, {hi_}, {ki}] = {int(sel[bi, ri, ki])} is out of range: a sparse "
+        f"head's positions must lie in [0, {t}) (the KV cache length T)"
+    )
 
 
 def _acc(x: torch.Tensor) -> torch.Tensor:
@@ -349,22 +403,11 @@ def hybrid_decode_attention(
 
     Raises:
         ValueError: bad shapes, ``topk`` outside ``[1, T]``, sparse heads without
-            ``indices``, a publish flag on a sparse head, or ``valid`` with the kernels
-            backend.
+            ``indices``, ``indices`` of sparse heads outside ``[0, T)`` or not integers,
+            a publish flag on a sparse head, or ``valid`` with the kernels backend.
     """
-    if q.dim() != 3 or k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
-        raise ValueError(
-            "expected q [B, HQ, D] and k_cache, v_cache [B, T, HKV, D] of equal shape, got "
-            f"{tuple(q.shape)}, {tuple(k_cache.shape)}, {tuple(v_cache.shape)}"
-        )
-    b, hq, d = q.shape
-    _, _t, hkv, dk = k_cache.shape
-    if k_cache.shape[0] != b or dk != d or hq % hkv:
-        raise ValueError(
-            f"q {tuple(q.shape)} does not fit k_cache {tuple(k_cache.shape)} (batch, head_dim, "
-            "and query heads a multiple of KV heads must agree)"
-        )
-    plan = head_plan(retrieval, publish, hq, hkv, q.device)
+    _check_tensors(q, k_cache, v_cache)
+    plan = head_plan(retrieval, publish, q.shape[1], k_cache.shape[2], q.device)
     return decode_step(
         plan,
         q,
@@ -392,22 +435,42 @@ def decode_step(
     block_size: int = 16,
     backend: str = "gather",
     out_indices: torch.Tensor | None = None,
+    check: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """[hybrid_decode_attention][lc_attention.lychee.attention.hybrid_decode_attention]
-    with a precomputed [HeadPlan][lc_attention.lychee.attention.HeadPlan] (the hot loop of
-    the Hugging Face integration).
+    with a precomputed [HeadPlan][lc_attention.lychee.attention.HeadPlan].
 
     ``out_indices``: optional ``[B, HQ, topk]`` int64 tensor that receives the published
     rows in place and is returned as the new indices (it may be ``indices`` itself: a
-    layer reads only sparse rows and writes only retrieval rows). Other arguments and the
-    return value as in ``hybrid_decode_attention``.
+    layer reads only sparse rows and writes only retrieval rows). ``check``: verify that
+    the sparse heads' rows of ``indices`` lie in ``[0, T)`` (default; one device
+    synchronisation per call, see
+    [check_indices][lc_attention.lychee.attention.check_indices]); turn it off in a loop
+    whose positions come from retrieval heads (as the Hugging Face integration, which
+    calls [run_plan][lc_attention.lychee.attention.run_plan], does). Shapes, dtypes and
+    devices are always checked. Other arguments and the return value as in
+    ``hybrid_decode_attention``.
+
+    Raises:
+        TypeError: ``plan`` is not a ``HeadPlan``.
+        ValueError: as ``hybrid_decode_attention``; also a plan built for other head
+            counts or another device, a non-bool ``valid``, or an ``out_indices`` that is
+            not an int64 ``[B, HQ, topk]`` tensor.
     """
+    if not isinstance(plan, HeadPlan):
+        raise TypeError(f"plan must be a HeadPlan (from head_plan), got {type(plan).__name__}")
+    _check_tensors(q, k_cache, v_cache)
     b, hq, d = q.shape
     t = k_cache.shape[1]
     if (hq, k_cache.shape[2]) != (plan.num_heads, plan.num_kv_heads):
         raise ValueError(
             f"the plan is for {plan.num_heads} query / {plan.num_kv_heads} KV heads, got "
             f"q {tuple(q.shape)} and k_cache {tuple(k_cache.shape)}"
+        )
+    if plan.sparse_t.device != q.device:
+        raise ValueError(
+            f"the plan's index tensors are on {plan.sparse_t.device}, q on {q.device}; build "
+            "it with head_plan(..., device=q.device)"
         )
     if not isinstance(topk, int) or not 1 <= topk <= t:
         raise ValueError(f"topk must be an integer in [1, T={t}] (context length), got {topk!r}")
@@ -422,9 +485,20 @@ def decode_step(
             raise ValueError(
                 f"indices must be [B, HQ, topk]={[b, hq, topk]}, got {list(indices.shape)}"
             )
+        if indices.device != q.device:
+            raise ValueError(f"indices is on {indices.device}, q on {q.device}")
+        if check:
+            check_indices(indices, None if len(plan.sparse) == hq else plan.sparse_t, t)
+        elif indices.dtype.is_floating_point:
+            raise ValueError(f"indices must be an integer tensor (int64), got {indices.dtype}")
     if valid is not None:
         if valid.shape != (b, t):
             raise ValueError(f"valid must be [B, T]={[b, t]}, got {list(valid.shape)}")
+        if valid.dtype != torch.bool or valid.device != q.device:
+            raise ValueError(
+                f"valid must be a bool tensor on {q.device} (True = a real position), got "
+                f"{valid.dtype} on {valid.device}"
+            )
         if backend == "kernels":
             raise ValueError("valid (padding) masks are supported by the gather backend only")
     scale = d**-0.5 if scale is None else float(scale)
@@ -438,6 +512,11 @@ def decode_step(
             new_idx = torch.zeros(b, hq, topk, dtype=torch.long, device=q.device)
     elif new_idx.shape != (b, hq, topk):
         raise ValueError(f"out_indices must be [B, HQ, topk]={[b, hq, topk]}")
+    elif new_idx.dtype != torch.long or new_idx.device != q.device:
+        raise ValueError(
+            f"out_indices must be an int64 tensor on {q.device}, got {new_idx.dtype} on "
+            f"{new_idx.device}"
+        )
     out = run_plan(
         plan, q, k_cache, v_cache, indices, new_idx, topk, scale, bias, block_size, backend
     )
