@@ -97,9 +97,35 @@ def test_inference_window_is_a_free_choice_and_matters():
     assert a.shape == b.shape == (2, 16, 20)
     torch.testing.assert_close(a[:, :4], b[:, :4])  # first 4 positions see the same keys
     assert not torch.allclose(a[:, 8:], b[:, 8:])
-    with pytest.raises(ValueError, match="larger than the sequence"):
-        model(tokens, window=17)
+    # a window beyond the sequence is causal attention over it (as window=16 here)
+    torch.testing.assert_close(model(tokens, window=17), b)
+    with pytest.raises(ValueError, match="window must be"):
+        model(tokens, window=0)
     with pytest.raises(ValueError, match="token ids"):
         model(torch.full((1, 5), 20))
     with pytest.raises(ValueError, match="n_layers must be even"):
         SWAXConfig(n_layers=3)
+
+
+@pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
+def test_inputs_shorter_than_the_window_run_causal_attention(train: bool) -> None:
+    """A window longer than the input (the default long window of 2048 on any shorter
+    sequence) is causal attention over the tokens there are: forward and backward."""
+    long = StochasticWindow().long
+    torch.manual_seed(0)
+    model = SWAXModel(
+        SWAXConfig(vocab_size=20, d_model=16, n_layers=2, n_heads=2, window=long, backend="torch")
+    )
+    model.train(train)
+    tokens = torch.randint(0, 20, (2, 7), generator=torch.Generator().manual_seed(1))
+    out = model(tokens)  # the config's window
+    sampled = model(tokens, window=StochasticWindow().sample(0, 1, random.Random(0)))
+    causal = model(tokens, window=7)  # window == T: plain causal attention
+    torch.testing.assert_close(out, causal)
+    torch.testing.assert_close(sampled, causal)
+    out.sum().backward()
+    grads = {n: p.grad for n, p in model.named_parameters()}
+    assert all(g is not None and torch.isfinite(g).all() for g in grads.values())
+    layer = model.blocks[0].mixer
+    x = torch.randn(1, 5, 16)
+    torch.testing.assert_close(layer(x, window=long), layer(x, window=5))

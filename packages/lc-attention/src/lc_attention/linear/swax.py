@@ -26,6 +26,11 @@ __all__ = [
 ]
 
 
+def _check_window(window: object) -> None:
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be an int >= 1, got {window!r}")
+
+
 def sliding_window_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int
 ) -> torch.Tensor:
@@ -52,11 +57,12 @@ def sliding_window_attention(
             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
         )
     t = q.shape[1]
-    if not isinstance(window, int) or window < 1:
-        raise ValueError(f"window must be an int >= 1, got {window!r}")
+    _check_window(window)
     if window > t:
         raise ValueError(
-            f"window ({window}) is larger than the sequence ({t}); use window <= seq length"
+            f"window ({window}) is larger than the sequence ({t}); use window <= seq length "
+            "(SlidingWindowAttention and SWAXModel take any window: one of T or more is "
+            "causal attention)"
         )
     pos = torch.arange(t, device=q.device)
     dist = pos[:, None] - pos[None, :]
@@ -164,12 +170,19 @@ class SlidingWindowAttention(nn.Module):
         self.out = nn.Linear(d_model, d_model, bias=False)
 
     def forward(self, x: torch.Tensor, window: int) -> torch.Tensor:
-        """``x [B, T, d_model] -> [B, T, d_model]`` attending to the last ``window`` tokens."""
+        """``x [B, T, d_model] -> [B, T, d_model]`` attending to the last ``window`` tokens.
+
+        A window of ``T`` tokens or more is causal attention (every query sees all the
+        tokens before it), so any ``window >= 1`` works on inputs of any length, e.g. a
+        training window of 2048 on shorter sequences.
+        """
+        _check_window(window)
         b, t, d = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, -1).unbind(2)
         cos, sin = rotary_tables(t, q.shape[-1], self.rope_theta, x.device)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        return self.out(sliding_window_attention(q, k, v, window).reshape(b, t, d))
+        w = min(window, max(t, 1))
+        return self.out(sliding_window_attention(q, k, v, w).reshape(b, t, d))
 
 
 class _RMSNorm(nn.Module):
@@ -232,7 +245,12 @@ class SWAXModel(nn.Module):
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
 
     def forward(self, tokens: torch.Tensor, window: int | None = None) -> torch.Tensor:
-        """Logits ``[B, T, vocab]`` for ``tokens [B, T]``; ``window`` defaults to the config's."""
+        """Logits ``[B, T, vocab]`` for ``tokens [B, T]``; ``window`` defaults to the config's.
+
+        Any ``window >= 1`` works on any input length: on an input of ``T <= window``
+        tokens the attention layers are causal attention over all of them (a sliding
+        window over fewer tokens than it spans), in training and at inference.
+        """
         if tokens.dim() != 2 or tokens.dtype not in (torch.int64, torch.int32):
             raise ValueError(
                 f"tokens must be an integer [batch, seq] tensor, got {tuple(tokens.shape)} {tokens.dtype}"
@@ -240,6 +258,7 @@ class SWAXModel(nn.Module):
         if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.config.vocab_size):
             raise ValueError(f"token ids must lie in [0, {self.config.vocab_size})")
         w = self.config.window if window is None else window
+        _check_window(w)
         x = self.embed(tokens)
         for block in self.blocks:
             x = block(x, w)
