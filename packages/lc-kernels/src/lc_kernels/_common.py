@@ -52,8 +52,14 @@ def resolve_backend(backend: str, device: torch.device, dtype: torch.dtype) -> s
     return "triton"
 
 
-def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int]:
-    """Check ``q [B, T, HQ, D]``, ``k, v [B, T, HKV, D]``; return ``(B, T, HQ, HKV, D)``."""
+def check_qkv(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fewer_queries: bool = False
+) -> tuple[int, int, int, int, int]:
+    """Check ``q [B, T, HQ, D]``, ``k, v [B, T, HKV, D]``; return ``(B, T, HQ, HKV, D)``.
+
+    With ``fewer_queries`` the keys may outnumber the queries (``q [B, Tq, HQ, D]``,
+    ``k, v [B, Tk, HKV, D]``, ``Tq <= Tk``); the returned ``T`` is then ``Tq``.
+    """
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
@@ -74,7 +80,12 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, i
             f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}"
         )
     b, t, hq, d = q.shape
-    if k.shape[0] != b or k.shape[1] != t or k.shape[3] != d:
+    if fewer_queries and (k.shape[0] != b or k.shape[1] < t or k.shape[3] != d):
+        raise ValueError(
+            f"q {tuple(q.shape)} and k {tuple(k.shape)} must agree on batch and head_dim, "
+            "with no more queries than keys (queries sit at the end of the keys)"
+        )
+    if not fewer_queries and (k.shape[0] != b or k.shape[1] != t or k.shape[3] != d):
         raise ValueError(
             f"q {tuple(q.shape)} and k {tuple(k.shape)} must agree on batch, seq and head_dim"
         )
@@ -87,12 +98,17 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, i
 
 
 def check_cu_seqlens(
-    cu_seqlens: torch.Tensor | None, batch: int, seq: int, device: torch.device
+    cu_seqlens: torch.Tensor | None,
+    batch: int,
+    seq: int,
+    device: torch.device,
+    check: bool = True,
 ) -> torch.Tensor:
     """Validate packed-sequence offsets; return them as int64 (``[0, T]`` when ``None``).
 
     With ``cu_seqlens`` the batch dimension must be 1 and the offsets ``[N + 1]`` must
-    start at 0, never decrease and end at ``T``.
+    start at 0, never decrease and end at ``T``. The value checks read the device;
+    ``check=False`` skips them (shape, dtype and device are still checked).
     """
     if cu_seqlens is None:
         return torch.arange(batch + 1, device=device, dtype=torch.int64) * seq
@@ -105,11 +121,31 @@ def check_cu_seqlens(
     if batch != 1:
         raise ValueError(f"with cu_seqlens the batch dimension must be 1, got {batch}")
     cu = cu_seqlens.to(torch.int64)
+    if not check:
+        return cu
     if int(cu[0]) != 0 or int(cu[-1]) != seq or bool((cu[1:] < cu[:-1]).any()):
         raise ValueError(
             f"cu_seqlens must start at 0, never decrease and end at seq={seq}; got {cu.tolist()}"
         )
     return cu
+
+
+def check_kv_valid(
+    kv_valid: torch.Tensor | None, batch: int, keys: int, device: torch.device
+) -> None:
+    """Check an optional key padding mask ``kv_valid [B, Tk]`` (bool, True = real key)."""
+    if kv_valid is None:
+        return
+    if not isinstance(kv_valid, torch.Tensor):
+        raise TypeError(f"kv_valid must be a torch.Tensor or None, got {type(kv_valid).__name__}")
+    if kv_valid.dtype != torch.bool:
+        raise TypeError(f"kv_valid must be a bool tensor (True = real key), got {kv_valid.dtype}")
+    if tuple(kv_valid.shape) != (batch, keys):
+        raise ValueError(
+            f"kv_valid must have shape [batch={batch}, keys={keys}], got {tuple(kv_valid.shape)}"
+        )
+    if kv_valid.device != device:
+        raise ValueError(f"kv_valid is on {kv_valid.device}, the inputs on {device}")
 
 
 def default_scale(scale: float | None, head_dim: int) -> float:

@@ -6,6 +6,7 @@ import torch
 
 from lc_kernels._common import (
     check_cu_seqlens,
+    check_kv_valid,
     check_qkv,
     default_scale,
     resolve_backend,
@@ -17,10 +18,28 @@ ORDERS = ("auto", "fsa", "nsa")
 
 
 def check_block_indices(
-    block_indices: torch.Tensor, q: torch.Tensor, hkv: int, block_size: int, cu: torch.Tensor
+    block_indices: torch.Tensor,
+    q: torch.Tensor,
+    hkv: int,
+    block_size: int,
+    cu: torch.Tensor | None,
+    num_keys: int | None = None,
+    check: bool = True,
 ) -> None:
-    """Raise on a bad ``block_indices`` tensor (shape, dtype, device, range, causality)."""
+    """Raise on a bad ``block_indices`` tensor (shape, dtype, device, range, causality).
+
+    Args:
+        block_indices: ``[B, Tq, H_kv, S]`` integer block ids.
+        q: ``[B, Tq, HQ, D]`` queries (for the shape and device).
+        hkv: number of key/value heads.
+        block_size: tokens per key/value block.
+        cu: int64 offsets of packed sequences (``Tq == Tk``), or ``None`` for a plain batch.
+        num_keys: Tk (``Tq`` when not given); query ``t`` sits at key position ``Tk - Tq + t``.
+        check: also check the values (range and causality). That reads the device once
+            (a host sync); ``check=False`` checks only shape, dtype and device.
+    """
     b, t = q.shape[:2]
+    tk = t if num_keys is None else num_keys
     if not isinstance(block_indices, torch.Tensor):
         raise TypeError("block_indices must be a torch.Tensor")
     if block_indices.dtype not in (torch.int16, torch.int32, torch.int64):
@@ -36,9 +55,12 @@ def check_block_indices(
         raise ValueError(f"block_indices is on {block_indices.device}, q on {q.device}")
     if not block_indices.is_contiguous():
         raise ValueError("block_indices must be contiguous (call .contiguous() first)")
-    if block_indices.numel() == 0:
+    if not check or block_indices.numel() == 0:
         return
-    _, pos = token_positions(cu, t)
+    if cu is None:
+        pos = torch.arange(t, device=q.device) + (tk - t)
+    else:
+        _, pos = token_positions(cu, t)
     own = (pos // block_size).view(1, t, 1, 1)
     future = block_indices > own
     if not bool((future | (block_indices < -1)).any()):  # the one host read of a good call
@@ -50,8 +72,9 @@ def check_block_indices(
         bi, ti, hi, si = (int(x) for x in torch.nonzero(future)[0])
         raise ValueError(
             f"block_indices[{bi}, {ti}, {hi}, {si}] = {int(block_indices[bi, ti, hi, si])} points "
-            f"to a future block or past the end: the token sits in block {int(own[0, ti, 0, 0])} "
-            f"of its sequence (block_size={block_size}); causal selection allows ids <= that"
+            f"to a future block or past the end: the query sits at key position "
+            f"{int(pos[ti])}, in block {int(own[0, ti, 0, 0])} of its sequence "
+            f"(block_size={block_size}); causal selection allows ids <= that"
         )
 
 
@@ -65,31 +88,49 @@ def selected_attention(
     cu_seqlens: torch.Tensor | None = None,
     backend: str = "auto",
     order: str = "auto",
+    kv_valid: torch.Tensor | None = None,
+    check: bool = True,
 ) -> torch.Tensor:
     """Causal attention of each query token over the key/value blocks it selected.
 
-    Query ``t`` of KV head ``h`` attends to keys ``s <= t`` whose block ``s // block_size``
-    is listed in ``block_indices[b, t, h]``; all query heads of a GQA group share the
-    selection. Repeated ids count once and ``-1`` marks an unused slot; a token that
-    selected nothing gets a zero output.
+    Query ``t`` of KV head ``h`` attends to keys ``s <= p(t)`` whose block
+    ``s // block_size`` is listed in ``block_indices[b, t, h]``; all query heads of a GQA
+    group share the selection. Repeated ids count once and ``-1`` marks an unused slot; a
+    query that sees no key gets a zero output.
+
+    There may be fewer queries than keys (decode, chunked prefill): the queries are then
+    aligned to the end of the keys, so query ``t`` sits at key position
+    ``p(t) = Tk - Tq + t`` (the convention of a KV cache); with ``Tq == Tk`` this is
+    plain causal attention.
 
     Args:
-        q: ``[B, T, HQ, D]`` queries (float16, bfloat16, float32; float64 on the torch backend).
-        k: ``[B, T, H_kv, D]`` keys; ``HQ`` must be a multiple of ``H_kv`` (group size G).
-        v: ``[B, T, H_kv, D]`` values.
-        block_indices: ``[B, T, H_kv, S]`` integer block ids; with ``cu_seqlens`` they count
-            from each sequence's start. Ids must be ``-1`` or ``<= t // block_size``.
+        q: ``[B, Tq, HQ, D]`` queries (float16, bfloat16, float32; float64 on the torch backend).
+        k: ``[B, Tk, H_kv, D]`` keys, ``Tk >= Tq``; ``HQ`` must be a multiple of ``H_kv``
+            (group size G).
+        v: ``[B, Tk, H_kv, D]`` values.
+        block_indices: ``[B, Tq, H_kv, S]`` integer block ids; with ``cu_seqlens`` they count
+            from each sequence's start. Ids must be ``-1`` or ``<= p(t) // block_size``.
         block_size: tokens per key/value block; the Triton kernels need a power of two >= 16
             (``auto`` uses the reference for other sizes).
         scale: softmax scale, default ``1 / sqrt(D)``.
-        cu_seqlens: optional ``[N + 1]`` offsets of packed sequences (``B`` must be 1).
+        cu_seqlens: optional ``[N + 1]`` offsets of packed sequences (``B`` must be 1 and
+            ``Tq == Tk``).
         backend: ``"auto"`` (Triton on CUDA, reference elsewhere), ``"triton"``, ``"torch"``.
-        order: Triton loop order: ``"fsa"`` (outer loop over KV blocks, good for G <= 8),
-            ``"nsa"`` (outer loop over tokens, query heads padded to 16), or ``"auto"``
-            (FSA for G <= 8, else NSA).
+        order: Triton loop order of the forward: ``"fsa"`` (outer loop over KV blocks, good
+            for G <= 8), ``"nsa"`` (outer loop over tokens, query heads padded to 16), or
+            ``"auto"`` (FSA for G <= 8, else NSA). Both share one backward without atomics.
+        kv_valid: optional ``[B, Tk]`` bool key padding mask, True for a real key and False
+            for padding; padded keys are never attended (a query left with no key gets 0).
+            Note the sense: the opposite of ``nn.MultiheadAttention``'s
+            ``key_padding_mask``, the same as a Hugging Face ``attention_mask``.
+        check: check the values of ``block_indices`` and ``cu_seqlens`` (ranges,
+            causality). These checks read the device (one host sync per call);
+            ``check=False`` skips them, so a valid call makes no data-dependent host read
+            and the torch backend traces under ``torch.compile(fullgraph=True)``. Ids past
+            the causal limit are then masked, not reported.
 
     Returns:
-        ``[B, T, HQ, D]`` attention output in ``q.dtype``.
+        ``[B, Tq, HQ, D]`` attention output in ``q.dtype``.
 
     Example:
         >>> import torch
@@ -99,15 +140,26 @@ def selected_attention(
         >>> idx = torch.cat([torch.zeros_like(t), t // 64], -1).expand(1, 128, 2, 2).contiguous()
         >>> selected_attention(q, k, v, idx, block_size=64).shape
         torch.Size([1, 128, 4, 32])
+        >>> # one decode step against a 128-token cache: the query sits at position 127
+        >>> selected_attention(q[:, -1:], k, v, idx[:, -1:], block_size=64).shape
+        torch.Size([1, 1, 4, 32])
     """
-    b, t, hq, hkv, d = check_qkv(q, k, v)
+    b, tq, hq, hkv, d = check_qkv(q, k, v, fewer_queries=True)
+    tk = k.shape[1]
     if not isinstance(block_size, int) or block_size <= 0:
         raise ValueError(f"block_size must be a positive int, got {block_size!r}")
     if order not in ORDERS:
         raise ValueError(f"order={order!r} is not one of {ORDERS}")
     sc = default_scale(scale, d)
-    cu = check_cu_seqlens(cu_seqlens, b, t, q.device)
-    check_block_indices(block_indices, q, hkv, block_size, cu if cu_seqlens is not None else cu[:2])
+    if cu_seqlens is not None and tq != tk:
+        raise ValueError(
+            f"with cu_seqlens queries and keys must be equally long, got Tq={tq}, Tk={tk}"
+        )
+    cu = check_cu_seqlens(cu_seqlens, b, tk, q.device, check=check)
+    check_kv_valid(kv_valid, b, tk, q.device)
+    check_block_indices(
+        block_indices, q, hkv, block_size, cu if cu_seqlens is not None else None, tk, check
+    )
     kernel_ok = block_size >= 16 and not block_size & (block_size - 1)
     if backend == "triton" and not kernel_ok:
         raise ValueError(
@@ -115,30 +167,35 @@ def selected_attention(
         )
     chosen = resolve_backend(backend, q.device, q.dtype)
     if chosen == "torch" or not kernel_ok:  # auto falls back to the reference for other sizes
-        return selected_attention_reference(q, k, v, block_indices, block_size, sc, cu_seqlens)
+        return selected_attention_reference(
+            q, k, v, block_indices, block_size, sc, cu_seqlens, kv_valid
+        )
     from lc_kernels.selected_attention.function import (
         SelectedAttentionFunction,
         dedup_indices,
-        num_global_blocks,
+        max_global_blocks,
     )
 
     g = hq // hkv
     use = order if order != "auto" else ("fsa" if g <= 8 else "nsa")
-    num_blocks = None  # sizes the FSA plan; known on the host without cu_seqlens
-    if use == "fsa":
-        num_blocks = (
-            b * -(-t // block_size) if cu_seqlens is None else num_global_blocks(cu, block_size)
-        )
-    idx = dedup_indices(block_indices.reshape(b * t, hkv, -1).to(torch.int32)).contiguous()
+    # sizes the block -> token plan from shapes alone (no read of cu_seqlens)
+    num_blocks = max_global_blocks(b * tk, cu.numel() - 1, block_size)
+    if cu_seqlens is None:
+        num_blocks = b * -(-tk // block_size)
+    cu_q = None if tq == tk else torch.arange(b + 1, device=q.device, dtype=torch.int64) * tq
+    kvm = None if kv_valid is None else kv_valid.reshape(b * tk).to(torch.int8)
+    idx = dedup_indices(block_indices.reshape(b * tq, hkv, -1).to(torch.int32)).contiguous()
     out = SelectedAttentionFunction.apply(
-        q.reshape(b * t, hq, d),
-        k.reshape(b * t, hkv, d),
-        v.reshape(b * t, hkv, d),
+        q.reshape(b * tq, hq, d),
+        k.reshape(b * tk, hkv, d),
+        v.reshape(b * tk, hkv, d),
         idx,
         cu,
         block_size,
         sc,
         use,
         num_blocks,
+        cu_q,
+        kvm,
     )
-    return out.view(b, t, hq, d)
+    return out.view(b, tq, hq, d)

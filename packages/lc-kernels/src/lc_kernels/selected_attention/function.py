@@ -21,12 +21,45 @@ def num_global_blocks(cu: torch.Tensor, block_size: int) -> int:
     return sum(-(-int(n) // block_size) for n in lens)
 
 
+def max_global_blocks(num_keys: int, num_seqs: int, block_size: int) -> int:
+    """An upper bound of :func:`num_global_blocks` known without reading ``cu``.
+
+    ``sum(ceil(len_i / block_size)) <= floor(total / block_size) + num_seqs``: each
+    sequence adds at most one partial block. Sizing the plan with the bound costs a few
+    empty blocks and no device -> host read.
+    """
+    return num_keys // block_size + num_seqs
+
+
+def query_layout(
+    cu: torch.Tensor, cu_q: torch.Tensor, n: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per packed query row: its sequence, the key row where that sequence starts, and
+    its position among the sequence's keys (queries sit at the end of their keys).
+
+    Args:
+        cu: ``[num_seqs + 1]`` int64 key offsets.
+        cu_q: ``[num_seqs + 1]`` int64 query offsets (``cu`` itself when ``Tq == Tk``).
+        n: number of packed query rows.
+
+    Returns:
+        int64 ``seq [n]``, ``kbos [n]``, ``qpos [n]``.
+    """
+    rows = torch.arange(n, device=cu.device)
+    seq = torch.searchsorted(cu_q[1:], rows, right=True)
+    if cu_q is cu:
+        return seq, cu[seq], rows - cu[seq]
+    shift = (cu[1:] - cu[:-1]) - (cu_q[1:] - cu_q[:-1])
+    return seq, cu[seq], rows - cu_q[seq] + shift[seq]
+
+
 def build_plan(
     idx: torch.Tensor,
     cu: torch.Tensor,
     block_size: int,
     chunk: int = 512,
     num_blocks: int | None = None,
+    cu_q: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """Block -> token index of the FSA order, built on the device without host syncs.
 
@@ -41,8 +74,11 @@ def build_plan(
         cu: ``[num_seqs + 1]`` int64 offsets of the packed sequences (on ``idx``'s device).
         block_size: tokens per key/value block.
         chunk: most (token, slot) entries one program handles; longer lists are split.
-        num_blocks: total blocks of all sequences (``sum(ceil(len / block_size))``);
+        num_blocks: total blocks of all sequences (``sum(ceil(len / block_size))``) or an
+            upper bound of it (:func:`max_global_blocks`; the spare blocks stay empty);
             computed from ``cu`` (one device -> host read) when not given.
+        cu_q: ``[num_seqs + 1]`` int64 offsets of the queries when they are fewer than
+            the keys (each sequence's queries sit at the end of its keys); ``cu`` by default.
 
     Returns:
         int64 tensors: ``tok``/``slot`` (the selecting token and the slot it used, grouped by
@@ -51,7 +87,8 @@ def build_plan(
         block its sequence start ``blk_bos``, index inside the sequence ``blk_j`` and
         sequence length ``blk_len``; the work chunks ``ch_key`` (``head * NGB + block``),
         ``ch_start``, ``ch_end`` (entry ranges) and ``ck_off``
-        (``[H_kv * NGB + 1]``, first chunk of each key).
+        (``[H_kv * NGB + 1]``, first chunk of each key); ``qpos`` (``[N]``, each
+        query's position among its sequence's keys).
     """
     n, h, s = idx.shape
     dev = idx.device
@@ -60,8 +97,9 @@ def build_plan(
     blk_cu = torch.zeros(lens.numel() + 1, dtype=torch.int64, device=dev)
     blk_cu[1:] = torch.cumsum((lens + block_size - 1) // block_size, 0)
     gblk = torch.arange(ngb, device=dev)
-    seq_of_blk = torch.searchsorted(blk_cu[1:], gblk, right=True)
-    seq_of_tok = torch.searchsorted(cu[1:], torch.arange(n, device=dev), right=True)
+    # blocks past the real count (a bound was given) belong to no token: clamp their sequence
+    seq_of_blk = torch.searchsorted(blk_cu[1:], gblk, right=True).clamp_max(lens.numel() - 1)
+    seq_of_tok, _, qpos = query_layout(cu, cu if cu_q is None else cu_q, n)
     # one sort key per (token, head, slot) entry; unused slots sort last (key h * ngb)
     flat = idx.reshape(n, h, s).long()
     head = torch.arange(h, device=dev).view(1, h, 1)
@@ -88,11 +126,12 @@ def build_plan(
         "blk_bos": cu[seq_of_blk],
         "blk_j": gblk - blk_cu[seq_of_blk],
         "blk_len": lens[seq_of_blk],
+        "qpos": qpos,
     }
 
 
 class SelectedAttentionFunction(torch.autograd.Function):
-    """Autograd glue of the Triton kernels on packed tensors ``q [N, HQ, D]``."""
+    """Autograd glue of the Triton kernels on packed tensors ``q [N, HQ, D]``, ``k [N_k, H_kv, D]``."""
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -106,22 +145,22 @@ class SelectedAttentionFunction(torch.autograd.Function):
         scale: float,
         order: str,
         num_blocks: int | None = None,
+        cu_q: torch.Tensor | None = None,
+        kvm: torch.Tensor | None = None,
     ) -> torch.Tensor:
         from lc_kernels.selected_attention import triton as kernels
 
         if order == "fsa":
             _, _, chunk = kernels.fsa_tiling(q.shape[1] // k.shape[1])
-            plan = build_plan(idx, cu, block_size, chunk, num_blocks)
-            o, lse = kernels.fsa_forward(q, k, v, idx, plan, block_size, scale)
+            plan = build_plan(idx, cu, block_size, chunk, num_blocks, cu_q)
+            o, lse = kernels.fsa_forward(q, k, v, idx, plan, block_size, scale, kvm)
             aux: tuple[torch.Tensor, ...] = tuple(plan[name] for name in _PLAN_KEYS)
         else:
-            tok_seq = torch.repeat_interleave(
-                torch.arange(cu.numel() - 1, device=q.device), cu[1:] - cu[:-1]
-            )
-            tok_bos = cu[tok_seq].to(torch.int32)
-            o, lse = kernels.nsa_forward(q, k, v, idx, tok_bos, block_size, scale)
-            aux = (tok_bos,)
-        ctx.save_for_backward(q, k, v, idx, o, lse, *aux)
+            _, kbos, qpos = query_layout(cu, cu if cu_q is None else cu_q, q.shape[0])
+            o, lse = kernels.nsa_forward(q, k, v, idx, kbos, qpos, kvm, block_size, scale)
+            aux = (kbos, qpos)
+        ctx.has_kvm = kvm is not None
+        ctx.save_for_backward(q, k, v, idx, o, lse, *((kvm,) if kvm is not None else ()), *aux)
         ctx.block_size, ctx.scale, ctx.order = block_size, scale, order
         return o
 
@@ -130,17 +169,18 @@ class SelectedAttentionFunction(torch.autograd.Function):
         from lc_kernels.selected_attention import triton as kernels
 
         q, k, v, idx, o, lse, *aux = ctx.saved_tensors
+        kvm = aux.pop(0) if ctx.has_kvm else None
         do = do.contiguous()
         if ctx.order == "fsa":
             plan = dict(zip(_PLAN_KEYS, aux, strict=True))
             dq, dk, dv = kernels.fsa_backward(
-                q, k, v, idx, plan, o, lse, do, ctx.block_size, ctx.scale
+                q, k, v, idx, plan, o, lse, do, ctx.block_size, ctx.scale, kvm
             )
         else:
             dq, dk, dv = kernels.nsa_backward(
-                q, k, v, idx, aux[0], o, lse, do, ctx.block_size, ctx.scale
+                q, k, v, idx, aux[0], aux[1], kvm, o, lse, do, ctx.block_size, ctx.scale
             )
-        return dq, dk, dv, None, None, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None, None, None, None
 
 
 _PLAN_KEYS = (
@@ -154,4 +194,5 @@ _PLAN_KEYS = (
     "ch_start",
     "ch_end",
     "ck_off",
+    "qpos",
 )

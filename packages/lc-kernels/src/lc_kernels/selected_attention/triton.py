@@ -51,7 +51,9 @@ def _nsa_fwd_kernel(
     K,
     V,
     IDX,
-    TOK_BOS,
+    KBOS,
+    QPOS,
+    KVM,
     Out,
     LSE,
     scale,
@@ -68,11 +70,12 @@ def _nsa_fwd_kernel(
     BLOCK_D: tl.constexpr,
     BS: tl.constexpr,
     PREC: tl.constexpr,
+    HAS_KVM: tl.constexpr,
 ):
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
-    bos = tl.load(TOK_BOS + t).to(tl.int64)
-    pos = t - bos
+    bos = tl.load(KBOS + t).to(tl.int64)
+    pos = tl.load(QPOS + t).to(tl.int64)
     offs_g = tl.arange(0, GP)
     offs_d = tl.arange(0, BLOCK_D)
     offs_k = tl.arange(0, BS)
@@ -92,6 +95,8 @@ def _nsa_fwd_kernel(
         if j >= 0:
             kpos = j * BS + offs_k
             kmask = kpos <= pos
+            if HAS_KVM:
+                kmask = kmask & (tl.load(KVM + bos + kpos, mask=kmask, other=0) != 0)
             krow = bos + kpos
             kv_off = krow[:, None] * stride_kn + h * stride_kh + offs_d[None, :]
             kvm = kmask[:, None] & dmask[None, :]
@@ -100,8 +105,9 @@ def _nsa_fwd_kernel(
             sc = tl.dot(q, tl.trans(k), input_precision=PREC) * scale
             sc = tl.where(kmask[None, :], sc, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(sc, 1))
-            alpha = tl.exp(m_i - m_new)
-            p = tl.exp(sc - m_new[:, None])
+            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a block with no key
+            alpha = tl.exp(m_i - m_use)
+            p = tl.exp(sc - m_use[:, None])
             l_i = l_i * alpha + tl.sum(p, 1)
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PREC)
             m_i = m_new
@@ -119,7 +125,9 @@ def _nsa_bwd_kernel(
     K,
     V,
     IDX,
-    TOK_BOS,
+    KBOS,
+    QPOS,
+    KVM,
     DO,
     LSE,
     DELTA,
@@ -140,11 +148,12 @@ def _nsa_bwd_kernel(
     BLOCK_D: tl.constexpr,
     BS: tl.constexpr,
     PREC: tl.constexpr,
+    HAS_KVM: tl.constexpr,
 ):
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
-    bos = tl.load(TOK_BOS + t).to(tl.int64)
-    pos = t - bos
+    bos = tl.load(KBOS + t).to(tl.int64)
+    pos = tl.load(QPOS + t).to(tl.int64)
     offs_g = tl.arange(0, GP)
     offs_d = tl.arange(0, BLOCK_D)
     offs_k = tl.arange(0, BS)
@@ -163,6 +172,8 @@ def _nsa_bwd_kernel(
         if j >= 0:
             kpos = j * BS + offs_k
             kmask = kpos <= pos
+            if HAS_KVM:
+                kmask = kmask & (tl.load(KVM + bos + kpos, mask=kmask, other=0) != 0)
             krow = bos + kpos
             kv_off = krow[:, None] * stride_kn + h * stride_kh + offs_d[None, :]
             kvm = kmask[:, None] & dmask[None, :]
@@ -192,6 +203,8 @@ def _fsa_fwd_kernel(
     V,
     TOK,
     SLOT,
+    QPOS,
+    KVM,
     CH_KEY,
     CH_START,
     CH_END,
@@ -218,6 +231,7 @@ def _fsa_fwd_kernel(
     BLOCK_M: tl.constexpr,
     EPI: tl.constexpr,
     PREC: tl.constexpr,
+    HAS_KVM: tl.constexpr,
 ):
     ch = tl.program_id(0)
     key = tl.load(CH_KEY + ch)
@@ -234,6 +248,8 @@ def _fsa_fwd_kernel(
         dmask = offs_d < D
         kpos = j * BS + offs_k
         kmask = kpos < seqlen
+        if HAS_KVM:
+            kmask = kmask & (tl.load(KVM + bos + kpos, mask=kmask, other=0) != 0)
         kv_off = (bos + kpos)[:, None] * stride_kn + h * stride_kh + offs_d[None, :]
         kvm = kmask[:, None] & dmask[None, :]
         k = tl.load(K + kv_off, mask=kvm, other=0.0)
@@ -254,11 +270,15 @@ def _fsa_fwd_kernel(
                 other=0.0,
             )
             sc = tl.dot(q, tl.trans(k), input_precision=PREC) * scale
-            allowed = rmask[:, None] & (kpos[None, :] <= (t - bos)[:, None])
+            qpos = tl.load(QPOS + t, mask=rmask, other=0)
+            allowed = rmask[:, None] & kmask[None, :] & (kpos[None, :] <= qpos[:, None])
             sc = tl.where(allowed, sc, float("-inf"))
-            m = tl.where(rmask, tl.max(sc, 1), 0.0)
+            m = tl.max(sc, 1)
+            m = tl.where(m == float("-inf"), 0.0, m)  # padded row, or no key left in the block
             p = tl.exp(sc - m[:, None])
-            den = tl.where(rmask, tl.sum(p, 1), 1.0)
+            den = tl.sum(p, 1)
+            has = den > 0
+            den = tl.where(has, den, 1.0)
             o = tl.dot(p.to(v.dtype), v, input_precision=PREC) / den[:, None]
             o_off = (
                 t[:, None] * stride_on
@@ -267,7 +287,8 @@ def _fsa_fwd_kernel(
                 + offs_d[None, :]
             )
             tl.store(OP + o_off, o.to(OP.dtype.element_ty), mask=qm)
-            tl.store(LP + t * stride_ln + s * stride_ls + hq, m + tl.log(den), mask=rmask)
+            lse = tl.where(has, m + tl.log(den), float("-inf"))
+            tl.store(LP + t * stride_ln + s * stride_ls + hq, lse, mask=rmask)
 
 
 @triton.jit
@@ -357,6 +378,8 @@ def _fsa_bwd_kernel(
     DELTA,
     TOK,
     SLOT,
+    QPOS,
+    KVM,
     CH_KEY,
     CH_START,
     CH_END,
@@ -382,6 +405,7 @@ def _fsa_bwd_kernel(
     BLOCK_M: tl.constexpr,
     EPI: tl.constexpr,
     PREC: tl.constexpr,
+    HAS_KVM: tl.constexpr,
 ):
     ch = tl.program_id(0)
     key = tl.load(CH_KEY + ch)
@@ -398,6 +422,8 @@ def _fsa_bwd_kernel(
         dmask = offs_d < D
         kpos = j * BS + offs_k
         kmask = kpos < seqlen
+        if HAS_KVM:
+            kmask = kmask & (tl.load(KVM + bos + kpos, mask=kmask, other=0) != 0)
         kv_off = (bos + kpos)[:, None] * stride_kn + h * stride_kh + offs_d[None, :]
         kvm = kmask[:, None] & dmask[None, :]
         k = tl.load(K + kv_off, mask=kvm, other=0.0)
@@ -421,7 +447,8 @@ def _fsa_bwd_kernel(
             lse = tl.load(LSE + t * hstride + hq, mask=rmask, other=0.0)
             delta = tl.load(DELTA + t * hstride + hq, mask=rmask, other=0.0)
             sc = tl.dot(q, tl.trans(k), input_precision=PREC) * scale
-            allowed = rmask[:, None] & (kpos[None, :] <= (t - bos)[:, None])
+            qpos = tl.load(QPOS + t, mask=rmask, other=0)
+            allowed = rmask[:, None] & kmask[None, :] & (kpos[None, :] <= qpos[:, None])
             p = tl.where(allowed, tl.exp(sc - lse[:, None]), 0.0)
             dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PREC)
             dp = tl.dot(do, tl.trans(v), input_precision=PREC)
@@ -533,11 +560,18 @@ def nsa_forward(
     k: torch.Tensor,
     v: torch.Tensor,
     idx: torch.Tensor,
-    tok_bos: torch.Tensor,
+    kbos: torch.Tensor,
+    qpos: torch.Tensor,
+    kvm: torch.Tensor | None,
     block_size: int,
     scale: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """NSA-order forward on packed tensors; returns ``o [N, HQ, D]`` and ``lse [N, HQ]`` (fp32)."""
+    """NSA-order forward on packed tensors; returns ``o [N, HQ, D]`` and ``lse [N, HQ]`` (fp32).
+
+    ``kbos [N]`` is the key row where each query's sequence starts, ``qpos [N]`` the
+    query's position among its sequence's keys, ``kvm`` an optional int8 ``[N_k]`` key
+    mask (0 = padding).
+    """
     n, hq, d = q.shape
     hkv = k.shape[1]
     g = hq // hkv
@@ -550,7 +584,9 @@ def nsa_forward(
         k,
         v,
         idx,
-        tok_bos,
+        kbos,
+        qpos,
+        k if kvm is None else kvm,
         o,
         lse,
         scale,
@@ -567,6 +603,7 @@ def nsa_forward(
         BLOCK_D=_pow2(d),
         BS=block_size,
         PREC=_prec(q.dtype),
+        HAS_KVM=kvm is not None,
         num_warps=_warps(4),
     )
     return o, lse
@@ -577,7 +614,9 @@ def nsa_backward(
     k: torch.Tensor,
     v: torch.Tensor,
     idx: torch.Tensor,
-    tok_bos: torch.Tensor,
+    kbos: torch.Tensor,
+    qpos: torch.Tensor,
+    kvm: torch.Tensor | None,
     o: torch.Tensor,
     lse: torch.Tensor,
     do: torch.Tensor,
@@ -598,7 +637,9 @@ def nsa_backward(
             k,
             v,
             idx,
-            tok_bos,
+            kbos,
+            qpos,
+            k if kvm is None else kvm,
             do,
             lse,
             delta,
@@ -619,6 +660,7 @@ def nsa_backward(
             BLOCK_D=_pow2(d),
             BS=block_size,
             PREC=_prec(q.dtype),
+            HAS_KVM=kvm is not None,
             num_warps=_warps(4),
         )
     return dq, dk.to(k.dtype), dv.to(v.dtype)
@@ -650,6 +692,7 @@ def fsa_forward(
     plan: dict[str, torch.Tensor],
     block_size: int,
     scale: float,
+    kvm: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """FSA-order forward (main kernel + reduce kernel); returns ``o`` and fp32 ``lse``."""
     n, hq, d = q.shape
@@ -673,6 +716,8 @@ def fsa_forward(
             v,
             plan["tok"],
             plan["slot"],
+            plan["qpos"],
+            k if kvm is None else kvm,
             plan["ch_key"],
             plan["ch_start"],
             plan["ch_end"],
@@ -699,6 +744,7 @@ def fsa_forward(
             BLOCK_M=block_m,
             EPI=epi,
             PREC=_prec(q.dtype),
+            HAS_KVM=kvm is not None,
         )
     _fsa_reduce_kernel[(n, hkv)](
         op,
@@ -737,6 +783,7 @@ def fsa_backward(
     do: torch.Tensor,
     block_size: int,
     scale: float,
+    kvm: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """FSA-order backward: partial dK/dV per chunk and partial dQ per (token, slot), reduced without atomics."""
     n, hq, d = q.shape
@@ -763,6 +810,8 @@ def fsa_backward(
             delta,
             plan["tok"],
             plan["slot"],
+            plan["qpos"],
+            k if kvm is None else kvm,
             plan["ch_key"],
             plan["ch_start"],
             plan["ch_end"],
@@ -788,6 +837,7 @@ def fsa_backward(
             BLOCK_M=block_m,
             EPI=epi,
             PREC=_prec(q.dtype),
+            HAS_KVM=kvm is not None,
         )
         _fsa_dkv_reduce_kernel[(hkv * ngb,)](
             dkp,

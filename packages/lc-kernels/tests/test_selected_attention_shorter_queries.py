@@ -1,0 +1,148 @@
+"""Selected attention with fewer queries than keys (decode, chunked prefill) and a key
+padding mask, on the reference and the Triton kernels (both loop orders), forward and
+backward; and the ``check=False`` path that makes no data-dependent host read.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from lck_helpers import rel_rms
+
+from lc_kernels import selected_attention
+from lc_kernels.selected_attention import selection_mask
+
+torch.set_num_threads(1)
+
+
+def _loop_reference(q, k, v, idx, bs, scale, kv_valid=None):
+    """Selected attention one (batch, query, head) at a time, in float64."""
+    b, tq, hq, d = q.shape
+    tk, hkv = k.shape[1], k.shape[2]
+    g = hq // hkv
+    out = torch.zeros(b, tq, hq, d, dtype=torch.float64)
+    for bi in range(b):
+        for t in range(tq):
+            pos = tk - tq + t
+            for h in range(hq):
+                blocks = {int(x) for x in idx[bi, t, h // g] if int(x) >= 0}
+                keys = [
+                    s
+                    for s in range(pos + 1)
+                    if s // bs in blocks and (kv_valid is None or bool(kv_valid[bi, s]))
+                ]
+                if not keys:
+                    continue
+                kk, vv = k[bi, keys, h // g].double(), v[bi, keys, h // g].double()
+                p = torch.softmax(kk @ q[bi, t, h].double() * scale, 0)
+                out[bi, t, h] = p @ vv
+    return out
+
+
+def _causal_selection(gen, b, tq, tk, h, s, bs, p_unused=0.2):
+    own = ((torch.arange(tq) + tk - tq) // bs).view(1, tq, 1, 1)
+    idx = (torch.rand(b, tq, h, s, generator=gen) * (own + 1)).long()
+    unused = torch.rand(b, tq, h, s, generator=gen) < p_unused
+    return torch.where(unused, torch.full_like(idx, -1), idx)
+
+
+def _case(seed, b, tq, tk, hkv, g, d, bs, s, pad=False):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, tq, hkv * g, d, generator=gen)
+    k = torch.randn(b, tk, hkv, d, generator=gen)
+    v = torch.randn(b, tk, hkv, d, generator=gen)
+    do = torch.randn(b, tq, hkv * g, d, generator=gen)
+    idx = _causal_selection(gen, b, tq, tk, hkv, s, bs)
+    valid = None
+    if pad:  # left padding of a different length per row, plus one hole in the middle
+        lead = torch.randint(0, tk // 2, (b,), generator=gen)
+        valid = torch.arange(tk).view(1, tk) >= lead.view(b, 1)
+        valid[:, tk // 2] = False
+    return q, k, v, do, idx, valid
+
+
+def _fwd_bwd(q, k, v, do, idx, bs, **kw):
+    q, k, v = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
+    o = selected_attention(q, k, v, idx, block_size=bs, **kw)
+    o.backward(do)
+    return o, q.grad, k.grad, v.grad
+
+
+@pytest.mark.parametrize(
+    ("b", "tq", "tk", "pad"), [(1, 1, 37, False), (2, 5, 21, False), (2, 6, 33, True)]
+)
+def test_reference_matches_loop_oracle(b, tq, tk, pad):
+    q, k, v, _, idx, valid = _case(tq + tk, b, tq, tk, 2, 2, 4, 8, 3, pad)
+    got = selected_attention(
+        q.double(), k.double(), v.double(), idx, 8, 0.5, backend="torch", kv_valid=valid
+    )
+    want = _loop_reference(q, k, v, idx, 8, 0.5, valid)
+    assert torch.allclose(got, want, atol=1e-12)
+
+
+def test_fewer_queries_equal_the_tail_of_the_full_call():
+    """Tq queries at the end of Tk keys equal the last Tq rows of a Tq == Tk call."""
+    q, k, v, _, idx, _ = _case(1, 1, 40, 40, 1, 2, 4, 8, 3)
+    q, k, v = (x.double() for x in (q, k, v))
+    full = selected_attention(q, k, v, idx, 8, backend="torch")
+    tail = selected_attention(q[:, -9:], k, v, idx[:, -9:].contiguous(), 8, backend="torch")
+    assert torch.equal(tail, full[:, -9:])
+
+
+def test_selection_mask_aligns_queries_to_the_end_and_drops_padded_keys():
+    idx = torch.tensor([[[[0, 1]], [[1, -1]]]])  # [1, Tq=2, 1, 2]
+    valid = torch.ones(1, 12, dtype=torch.bool)
+    valid[0, 2] = False
+    m = selection_mask(idx, 12, 4, valid)[0, 0]  # [2, 12]; queries at positions 10, 11
+    assert m[0].tolist() == [s != 2 and s < 8 for s in range(12)]
+    assert m[1].tolist() == [4 <= s < 8 for s in range(12)]
+
+
+@pytest.mark.parametrize(
+    ("b", "tq", "tk", "g", "pad"),
+    [(1, 1, 45, 2, False), (2, 7, 40, 3, False), (2, 9, 50, 2, True), (1, 33, 33, 1, True)],
+)
+def test_triton_both_orders_match_reference(b, tq, tk, g, pad, device):
+    q, k, v, do, idx, valid = _case(b * tq + tk, b, tq, tk, 2, g, 16, 16, 2, pad)
+    q, k, v, do = (x.to(device) for x in (q, k, v, do))
+    idx = idx.to(device)
+    valid = None if valid is None else valid.to(device)
+    ref = _fwd_bwd(
+        q.double(), k.double(), v.double(), do.double(), idx, 16, backend="torch", kv_valid=valid
+    )
+    for order in ("fsa", "nsa"):
+        got = _fwd_bwd(q, k, v, do, idx, 16, backend="triton", order=order, kv_valid=valid)
+        for name, a, r in zip(("o", "dq", "dk", "dv"), got, ref, strict=True):
+            assert torch.isfinite(a).all(), f"{order} {name} not finite"
+            err = rel_rms(a, r)
+            assert err < 1e-3, f"{order} {name}: rel RMS {err:.2e}"
+
+
+def test_keys_with_padding_get_no_gradient_and_fully_padded_rows_give_zero(device):
+    q, k, v, do, idx, _ = _case(7, 1, 4, 32, 1, 2, 16, 16, 2)
+    valid = torch.ones(1, 32, dtype=torch.bool)
+    valid[0, :16] = False  # the whole first block is padding
+    idx[:] = 0  # every query selected only block 0
+    idx[0, -1, 0, 1] = 1  # ... except the last, which also sees block 1
+    q, k, v, do, idx, valid = (x.to(device) for x in (q, k, v, do, idx, valid))
+    for backend, order in (("torch", "auto"), ("triton", "fsa"), ("triton", "nsa")):
+        o, _, dk, dv = _fwd_bwd(q, k, v, do, idx, 16, backend=backend, order=order, kv_valid=valid)
+        assert (o[0, :-1] == 0).all(), backend + order
+        assert (o[0, -1] != 0).any(), backend + order
+        assert (dk[0, :16] == 0).all(), backend + order
+        assert (dv[0, :16] == 0).all(), backend + order
+
+
+def test_bad_shorter_query_inputs_raise():
+    q, k, v, _, idx, _ = _case(0, 1, 4, 20, 1, 2, 4, 16, 2)
+    kq = q[:, :, :1].contiguous()  # 4 keys against 20 queries
+    with pytest.raises(ValueError, match="no more queries than keys"):
+        selected_attention(k.repeat(1, 1, 2, 1), kq, kq, idx, 16)
+    with pytest.raises(ValueError, match="equally long"):
+        selected_attention(q, k, v, idx, 16, cu_seqlens=torch.tensor([0, 20]))
+    with pytest.raises(ValueError, match="future block"):
+        selected_attention(q, k, v, idx + 1, 16)  # query 0 sits at key 16: block 1 is ok, 2 not
+    with pytest.raises(TypeError, match="kv_valid must be a bool"):
+        selected_attention(q, k, v, idx, 16, kv_valid=torch.ones(1, 20))
+    with pytest.raises(ValueError, match=r"kv_valid must have shape \[batch=1, keys=20\]"):
+        selected_attention(q, k, v, idx, 16, kv_valid=torch.ones(1, 4, dtype=torch.bool))
