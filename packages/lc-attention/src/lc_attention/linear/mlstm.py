@@ -20,6 +20,7 @@ very same stabilizer, so they agree to float rounding even with ``eps > 0``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -28,9 +29,20 @@ import torch.nn.functional as F
 from lc_attention.linear._checks import check_qkv
 from lc_attention.linear.backend import MLSTM_BACKENDS, load, resolve
 
-__all__ = ["MLSTMState", "mlstm", "mlstm_parallel", "mlstm_recurrent"]
+__all__ = [
+    "MLSTM_KERNEL_CHUNK",
+    "MLSTMState",
+    "mlstm",
+    "mlstm_chunkwise_padded",
+    "mlstm_parallel",
+    "mlstm_recurrent",
+]
 
 FORGET_GATES = ("sigmoid", "exp")
+
+MLSTM_KERNEL_CHUNK = 128
+"""Sequence multiple required by ``mlstm_kernels``' ``chunkwise--triton_xl_chunk`` kernel
+(its chunk size; its inner tiles of 16 divide it)."""
 
 
 class MLSTMState(NamedTuple):
@@ -202,7 +214,9 @@ def mlstm(
     """mLSTM outputs ``[B, T, H, V]`` with a choice of form and backend.
 
     ``backend="auto"`` uses NX-AI ``mlstm_kernels`` (chunkwise Triton kernel) on CUDA when it
-    is installed and ``forget_gate="sigmoid"``, else the PyTorch ``mode`` form.
+    is installed and ``forget_gate="sigmoid"``, else the PyTorch ``mode`` form. The kernel
+    takes any ``T``: the sequence is padded to a multiple of its chunk
+    ([mlstm_chunkwise_padded][lc_attention.linear.mlstm.mlstm_chunkwise_padded]).
 
     Example:
         >>> import torch
@@ -217,15 +231,70 @@ def mlstm(
         check_qkv(q, k, v)
         _check_gates(i, f, q)
         kernel = load("mlstm_kernels.torch", "get_mlstm_kernel")("chunkwise--triton_xl_chunk")
-        out = kernel(
-            q=q.transpose(1, 2),
-            k=k.transpose(1, 2),
-            v=v.transpose(1, 2),
-            i=i.transpose(1, 2),
-            f=f.transpose(1, 2),
-            eps=eps,
-        )
-        return out.transpose(1, 2)
+        return mlstm_chunkwise_padded(kernel, q, k, v, i, f, eps=eps)
     if mode == "recurrent":
         return mlstm_recurrent(q, k, v, i, f, forget_gate=forget_gate, eps=eps)[0]
     return mlstm_parallel(q, k, v, i, f, forget_gate=forget_gate, eps=eps)[0]
+
+
+def mlstm_chunkwise_padded(
+    kernel: Callable[..., torch.Tensor],
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    i: torch.Tensor,
+    f: torch.Tensor,
+    *,
+    eps: float = 1e-6,
+    multiple: int = MLSTM_KERNEL_CHUNK,
+) -> torch.Tensor:
+    """Run a chunkwise mLSTM kernel that needs ``T % multiple == 0`` on any ``T``.
+
+    The inputs are padded at the end of the sequence to the next multiple of
+    ``multiple`` (zeros for ``q, k, v`` and both gate pre-activations) and the output is
+    cut back to ``T``. The mLSTM is causal, so the padded steps change no output before
+    them and, their outputs being dropped, send no gradient back: forward and backward
+    equal those of the unpadded sequence. A ``T`` that is already a multiple is passed
+    as is.
+
+    Args:
+        kernel: called as ``kernel(q=, k=, v=, i=, f=, eps=)`` on ``[B, H, T', D]``
+            tensors and ``[B, H, T']`` gates (``mlstm_kernels``' convention), returning
+            ``[B, H, T', V]``.
+        q: queries ``[B, T, H, K]``.
+        k: keys ``[B, T, H, K]``.
+        v: values ``[B, T, H, V]``.
+        i: input-gate pre-activations ``[B, T, H]``.
+        f: forget-gate pre-activations ``[B, T, H]``.
+        eps: normalizer epsilon.
+        multiple: sequence multiple the kernel requires (its chunk size, 128).
+
+    Returns:
+        ``h [B, T, H, V]``.
+
+    Example:
+        >>> import torch
+        >>> def kernel(*, q, k, v, i, f, eps):  # any chunkwise kernel; here the parallel form
+        ...     assert q.shape[2] % 128 == 0
+        ...     return mlstm_parallel(*(x.transpose(1, 2) for x in (q, k, v, i, f)))[0].transpose(1, 2)
+        >>> q = k = v = torch.randn(1, 6, 2, 4); i = f = torch.randn(1, 6, 2)
+        >>> mlstm_chunkwise_padded(kernel, q, k, v, i, f).shape
+        torch.Size([1, 6, 2, 4])
+    """
+    if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1:
+        raise ValueError(f"multiple must be an int >= 1, got {multiple!r}")
+    t = q.shape[1]
+    pad = -t % multiple
+    if pad:
+        q, k, v = (F.pad(x, (0, 0, 0, 0, 0, pad)) for x in (q, k, v))
+        i, f = (F.pad(x, (0, 0, 0, pad)) for x in (i, f))
+    out = kernel(
+        q=q.transpose(1, 2),
+        k=k.transpose(1, 2),
+        v=v.transpose(1, 2),
+        i=i.transpose(1, 2),
+        f=f.transpose(1, 2),
+        eps=eps,
+    )
+    out = out.transpose(1, 2)
+    return out[:, :t] if pad else out
