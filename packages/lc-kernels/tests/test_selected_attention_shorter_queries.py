@@ -146,3 +146,101 @@ def test_bad_shorter_query_inputs_raise():
         selected_attention(q, k, v, idx, 16, kv_valid=torch.ones(1, 20))
     with pytest.raises(ValueError, match=r"kv_valid must have shape \[batch=1, keys=20\]"):
         selected_attention(q, k, v, idx, 16, kv_valid=torch.ones(1, 4, dtype=torch.bool))
+
+
+# ----------------------------------------------------------------------------- check=False
+
+
+def _meta(*xs):
+    return [x.to("meta") for x in xs]
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_unchecked_call_reads_nothing_back_from_the_device(packed):
+    """On the meta device any ``.item()``/``.tolist()``/``bool(tensor)`` raises, so a call
+    that completes there made no data-dependent host read."""
+    q, k, v, _, idx, valid = _case(3, 1, 20, 20, 2, 2, 8, 16, 2, pad=True)
+    cu = torch.tensor([0, 7, 20]) if packed else None
+    mq, mk, mv, midx, mvalid = _meta(q, k, v, idx, valid)
+    mcu = None if cu is None else cu.to("meta")
+    kw = {"cu_seqlens": mcu, "kv_valid": mvalid, "backend": "torch"}
+    out = selected_attention(mq, mk, mv, midx, 16, check=False, **kw)
+    assert out.shape == q.shape
+    assert out.device.type == "meta"
+    with pytest.raises((RuntimeError, NotImplementedError)):  # the checked call reads
+        selected_attention(mq, mk, mv, midx, 16, check=True, **kw)
+
+
+def test_unchecked_fsa_plan_reads_nothing_back_from_the_device():
+    from lc_kernels.selected_attention.function import (
+        build_plan,
+        dedup_indices,
+        max_global_blocks,
+        num_global_blocks,
+    )
+
+    gen = torch.Generator().manual_seed(2)
+    cu = torch.tensor([0, 30, 30, 95])
+    idx = torch.randint(-1, 2, (95, 2, 3), generator=gen).int()
+    idx = dedup_indices(idx)
+    bound = max_global_blocks(95, 3, 16)
+    assert bound >= num_global_blocks(cu, 16)
+    plan = build_plan(*_meta(idx, cu), 16, chunk=5, num_blocks=bound)
+    assert plan["blk_bos"].numel() == bound
+    # the bound only adds empty blocks: the entries are those of the exact plan
+    exact, padded = build_plan(idx, cu, 16, chunk=5), build_plan(idx, cu, 16, 5, bound)
+    for name in ("tok", "slot", "qpos"):
+        n = int(exact["off"][-1])
+        assert torch.equal(exact[name][:n], padded[name][:n]), name
+
+
+def test_torch_compile_fullgraph_on_the_reference_backend():
+    """``check=False`` traces as one graph (forward and backward through AOT autograd).
+
+    The ``aot_eager`` compiler keeps the test fast on CPU; what can break a full graph
+    (host reads, data-dependent control flow) is found by the tracer, not the compiler.
+    """
+    q, k, v, do, idx, valid = _case(4, 2, 5, 24, 1, 2, 8, 8, 2, pad=True)
+
+    def selected_attention_wrapper(q, k, v, idx, valid):
+        return selected_attention(q, k, v, idx, 8, kv_valid=valid, backend="torch", check=False)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(selected_attention_wrapper, fullgraph=True, backend="aot_eager")
+    got = _fwd_bwd(q, k, v, do, idx, 8, kv_valid=valid, backend="torch")
+    qq, kk, vv = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
+    out = compiled(qq, kk, vv, idx, valid)
+    out.backward(do)
+    for a, r in zip((out, qq.grad, kk.grad, vv.grad), got, strict=True):
+        assert torch.allclose(a, r, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_torch_compile_fullgraph_with_inductor():
+    """The same with the default compiler (inductor builds C++ on CPU: tens of seconds)."""
+    q, k, v, _, idx, _ = _case(5, 1, 3, 20, 1, 2, 8, 8, 2)
+
+    def selected_attention_wrapper(q, k, v, idx):
+        return selected_attention(q, k, v, idx, 8, backend="torch", check=False)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(selected_attention_wrapper, fullgraph=True)
+    want = selected_attention_wrapper(q, k, v, idx)
+    assert torch.allclose(compiled(q, k, v, idx), want, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="host/device syncs exist only on a GPU")
+@pytest.mark.parametrize("order", ["fsa", "nsa"])
+def test_unchecked_triton_call_never_waits_for_the_device(order):
+    q, k, v, do, idx, valid = _case(6, 2, 64, 300, 2, 4, 64, 64, 4, pad=True)
+    q, k, v, do, idx, valid = (x.cuda() for x in (q, k, v, do, idx, valid))
+    q, k, v = (x.half().requires_grad_(True) for x in (q, k, v))
+    kw = {"kv_valid": valid, "backend": "triton", "order": order, "check": False}
+    selected_attention(q, k, v, idx, 64, **kw).backward(do.half())  # compile first
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        selected_attention(q, k, v, idx, 64, **kw).backward(do.half())
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
