@@ -39,6 +39,44 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(f"more queries ({q.shape[1]}) than keys ({k.shape[1]})")
 
 
+def _check_mask(
+    mask: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor, per_head: bool
+) -> None:
+    """``attention_mask`` must be ``[B or 1, 1, T, S]`` (``per_head``: also ``HQ`` or
+    ``H_kv`` heads), bool or floating, on the queries' device."""
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"attention_mask must be a torch.Tensor, got {type(mask).__name__}")
+    b, t, hq, _ = q.shape
+    s, hkv = k.shape[1], k.shape[2]
+    heads = sorted({1, hkv, hq}) if per_head else [1]
+    want = f"[{b} or 1, {'|'.join(map(str, heads))}, {t}, {s}]"
+    if (
+        mask.dim() != 4
+        or mask.shape[0] not in (1, b)
+        or mask.shape[2:] != (t, s)
+        or mask.shape[1] not in heads
+    ):
+        extra = ""
+        if mask.dim() == 4 and mask.shape[1] in (hq, hkv) and not per_head:
+            extra = (
+                " (dssa_attention takes one mask for all heads, a padding mask: the block "
+                "selection is shared by each KV group and applies one mask per batch row)"
+            )
+        raise ValueError(
+            f"attention_mask must have shape {want} = [batch, heads, queries, keys], got "
+            f"{tuple(mask.shape)}{extra}"
+        )
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise ValueError(
+            "attention_mask must be bool (True = attend) or floating (additive, 0 = attend), "
+            f"got {mask.dtype}"
+        )
+    if mask.device != q.device:
+        raise ValueError(f"attention_mask is on {mask.device}, query on {q.device}")
+
+
 def _bool_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
     """``[B, 1|H, T, S]`` bool (True = attend) from a bool or additive float mask."""
     if mask is None or mask.dtype == torch.bool:
@@ -49,9 +87,10 @@ def _bool_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
 def _masked_sdpa(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor, scale: float
 ) -> torch.Tensor:
-    """SDPA with ``allowed [B, H_kv|1, T, S]`` bool; rows with nothing allowed give 0."""
+    """SDPA with ``allowed [B|1, 1|H_kv|HQ, T, S]`` bool; rows with nothing allowed give 0."""
     g = q.shape[2] // k.shape[2]
-    m = allowed.repeat_interleave(g, 1) if allowed.shape[1] > 1 else allowed
+    per_kv = allowed.shape[1] > 1 and allowed.shape[1] != q.shape[2]
+    m = allowed.repeat_interleave(g, 1) if per_kv else allowed
     has = m.any(-1, keepdim=True)
     m = m | ~has  # keep rows finite; zeroed below
     o = F.scaled_dot_product_attention(
@@ -146,13 +185,20 @@ def dense_attention(
         key: ``[B, S, H_kv, D]``.
         value: ``[B, S, H_kv, D]``.
         scale: softmax scale, default ``1 / sqrt(D)``.
-        attention_mask: optional ``[B, 1, T, S]`` bool (True = attend) or additive float
-            mask; replaces the causal mask when given.
+        attention_mask: optional ``[B or 1, 1 | HQ | H_kv, T, S]`` bool (True = attend)
+            or additive float mask (0 = attend); one mask for all heads, one per query
+            head, or one per KV head (shared by its query group). Replaces the causal
+            mask when given.
 
     Returns:
         ``[B, T, HQ, D]``.
+
+    Raises:
+        ValueError: bad shapes, or an ``attention_mask`` of another shape, dtype or
+            device.
     """
     _check(query, key, value)
+    _check_mask(attention_mask, query, key, per_head=True)
     sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     t, s = query.shape[1], key.shape[1]
     allowed = _bool_mask(attention_mask)
@@ -213,8 +259,11 @@ def dssa_attention(
         value: ``[B, S, H_kv, D]`` values.
         config: DSSA hyper-parameters.
         scale: softmax scale, default ``1 / sqrt(D)``.
-        attention_mask: optional ``[B, 1, T, S]`` bool (True = attend) or additive float
-            mask (padding); combined with the block selection in sparse mode.
+        attention_mask: optional ``[B or 1, 1, T, S]`` bool (True = attend) or additive
+            float mask (0 = attend), one for all heads (padding); combined with the block
+            selection in sparse mode. Per-head masks are refused at every length (the
+            selection is shared by each KV group);
+            [dense_attention][lc_attention.dssa.attention.dense_attention] takes them.
         cache: optional [CompressedKeyCache][lc_attention.dssa.cache.CompressedKeyCache]
             that extends the compressed keys incrementally across decode steps (a
             prefill with ``T == S`` resets it: a new sequence); without it they are
@@ -227,6 +276,12 @@ def dssa_attention(
         block selection is discrete and carries no gradient), so a model can be
         fine-tuned with DSSA switched on, as InfLLM-v2 trains it.
 
+    Raises:
+        TypeError: ``config`` is not a ``DSSAConfig`` or ``cache`` not a
+            ``CompressedKeyCache``.
+        ValueError: bad shapes, or an ``attention_mask`` of another shape (see above),
+            dtype (bool or floating) or device.
+
     Example:
         >>> import torch
         >>> cfg = DSSAConfig.small(dense_len=256, window_size=64, topk=2)
@@ -237,6 +292,7 @@ def dssa_attention(
     if not isinstance(config, DSSAConfig):
         raise TypeError(f"config must be a DSSAConfig, got {type(config).__name__}")
     _check(query, key, value)
+    _check_mask(attention_mask, query, key, per_head=False)
     t, s = query.shape[1], key.shape[1]
     sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     if s < config.dense_len or not config.sparse_in_layer(layer_idx):
@@ -249,6 +305,8 @@ def dssa_attention(
         k_cmp = cache.update(key, config) if cache is not None else compress_keys(key, config)
         idx = select_group_blocks(query, k_cmp, start, s, config, sc)  # [B, NG, H_kv, K]
     allowed_pad = _bool_mask(attention_mask)
+    if allowed_pad is not None and allowed_pad.shape[0] != query.shape[0]:
+        allowed_pad = allowed_pad.expand(query.shape[0], -1, -1, -1)  # a view: batch 1
     use_triton = config.backend == "triton" or (config.backend == "auto" and query.is_cuda)
     kernel = t == s and allowed_pad is None and use_triton
     shared = qb > 1 and allowed_pad is None and config.local_blocks >= 1
