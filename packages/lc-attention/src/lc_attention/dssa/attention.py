@@ -267,7 +267,8 @@ def dssa_attention(
         cache: optional [CompressedKeyCache][lc_attention.dssa.cache.CompressedKeyCache]
             that extends the compressed keys incrementally across decode steps (a
             prefill with ``T == S`` resets it: a new sequence); without it they are
-            recomputed from ``key``.
+            recomputed from ``key``. One cache per layer: a cache that served another
+            ``layer_idx`` raises.
         layer_idx: index of the decoder layer (``None``: unknown), compared with
             ``config.dense_layers``.
 
@@ -279,8 +280,8 @@ def dssa_attention(
     Raises:
         TypeError: ``config`` is not a ``DSSAConfig`` or ``cache`` not a
             ``CompressedKeyCache``.
-        ValueError: bad shapes, or an ``attention_mask`` of another shape (see above),
-            dtype (bool or floating) or device.
+        ValueError: bad shapes, an ``attention_mask`` of another shape (see above),
+            dtype (bool or floating) or device, or a ``cache`` of another layer.
 
     Example:
         >>> import torch
@@ -293,6 +294,10 @@ def dssa_attention(
         raise TypeError(f"config must be a DSSAConfig, got {type(config).__name__}")
     _check(query, key, value)
     _check_mask(attention_mask, query, key, per_head=False)
+    if cache is not None:
+        if not isinstance(cache, CompressedKeyCache):
+            raise TypeError(f"cache must be a CompressedKeyCache, got {type(cache).__name__}")
+        cache.bind_layer(layer_idx)
     t, s = query.shape[1], key.shape[1]
     sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     if s < config.dense_len or not config.sparse_in_layer(layer_idx):

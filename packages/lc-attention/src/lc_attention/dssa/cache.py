@@ -18,8 +18,10 @@ class CompressedKeyCache:
     On each call only the compressed keys whose span became complete since the last
     call are computed (a decode step adds at most one every ``stride`` tokens). The
     cache checks that it still describes the same sequence: batch, heads, dtype and
-    device must agree and the key length must not shrink (a new prompt), and the first
-    and last cached compressed keys, recomputed from the given keys, must agree to 1e-4.
+    device must agree, the key length must not shrink (a new prompt), the config must
+    compress keys the same way (``block_score``, span and stride), and the first and
+    last cached compressed keys, recomputed from the given keys, must agree to 1e-4.
+    One cache serves one decoder layer (``layer_idx``, bound at first use).
     On CPU that value check is read on the host (free there) and a mismatch triggers a
     recomputation; on other devices nothing is read back (no synchronisation): the
     extended and the recomputed keys are both formed and the check picks one of them on
@@ -41,15 +43,43 @@ class CompressedKeyCache:
         self.k_cmp: torch.Tensor | None = None
         self.kv_len = 0
         self.full_recomputes = 0  # recomputations decided on the host
+        self.layer_idx: int | None = None
+        """The decoder layer this cache serves (bound by the first call of
+        [dssa_attention][lc_attention.dssa.attention.dssa_attention] that names one)."""
+        self._summary: tuple[object, ...] | None = None
 
     def reset(self) -> None:
-        """Forget the cached keys."""
-        self.k_cmp, self.kv_len = None, 0
+        """Forget the cached keys (the layer binding stays)."""
+        self.k_cmp, self.kv_len, self._summary = None, 0, None
+
+    def bind_layer(self, layer_idx: int | None) -> None:
+        """Tie the cache to decoder layer ``layer_idx`` (``None``: unknown, no check).
+
+        Raises:
+            ValueError: the cache already serves another layer (each layer needs its
+                own cache: shared, every call would recompute the other layer's keys).
+        """
+        if layer_idx is None:
+            return
+        if self.layer_idx is None:
+            self.layer_idx = layer_idx
+        elif self.layer_idx != layer_idx:
+            raise ValueError(
+                f"this CompressedKeyCache belongs to layer {self.layer_idx}, got "
+                f"layer_idx={layer_idx}; give every layer its own cache"
+            )
+
+    @staticmethod
+    def _summary_of(config: DSSAConfig) -> tuple[object, ...]:
+        """The config fields the compressed keys depend on."""
+        return (config.block_score, *summary_span(config))
 
     def _compatible(self, key: torch.Tensor, config: DSSAConfig) -> bool:
         kc = self.k_cmp
         if kc is None or key.shape[1] < self.kv_len or kc.shape[1] == 0:
             return False
+        if self._summary != self._summary_of(config):
+            return False  # compressed under another config
         if kc.shape[0] != key.shape[0] or kc.shape[2] != key.shape[2]:
             return False
         if kc.shape[3] != key.shape[3] * (1 if config.block_score == "mean" else 2):
@@ -96,4 +126,5 @@ class CompressedKeyCache:
             ext = self._extended(key, config, want)
             self.k_cmp = torch.where(same, ext, compress_keys(key, config))
         self.kv_len = s
+        self._summary = self._summary_of(config)
         return self.k_cmp
