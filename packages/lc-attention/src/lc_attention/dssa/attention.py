@@ -37,6 +37,14 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(f"query heads {q.shape[2]} not a multiple of key heads {k.shape[2]}")
     if q.shape[1] > k.shape[1]:
         raise ValueError(f"more queries ({q.shape[1]}) than keys ({k.shape[1]})")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(
+            f"query, key, value must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}"
+        )
+    if not (q.device == k.device == v.device):
+        raise ValueError(
+            f"query, key, value must be on one device, got {q.device}, {k.device}, {v.device}"
+        )
 
 
 def _check_mask(
