@@ -107,19 +107,8 @@ def build_plan(
     key = torch.where(flat >= 0, key, h * ngb).reshape(-1)
     sorted_key, order = torch.sort(key, stable=True)
     off = torch.searchsorted(sorted_key, torch.arange(h * ngb + 1, device=dev))
-    nch = (off[1:] - off[:-1] + chunk - 1) // chunk
-    ck_off = torch.zeros_like(off)
-    ck_off[1:] = torch.cumsum(nch, 0)
-    slots = torch.arange(-(-key.numel() // chunk) + h * ngb, device=dev)
-    ch_key = torch.searchsorted(ck_off[1:], slots, right=True).clamp_max(h * ngb - 1)
-    ch_start = off[ch_key] + (slots - ck_off[ch_key]) * chunk
-    ch_end = torch.minimum(ch_start + chunk, off[ch_key + 1])
-    ch_end = torch.where(slots < ck_off[-1], ch_end, ch_start)
     return {  # int64 throughout: no cast launches; the kernels read any integer width
-        "ch_key": ch_key,
-        "ch_start": ch_start,
-        "ch_end": ch_end,
-        "ck_off": ck_off,
+        **chunk_plan(off, chunk, key.numel()),
         "tok": order // (h * s),
         "slot": order % s,
         "off": off,
@@ -130,8 +119,62 @@ def build_plan(
     }
 
 
+def chunk_plan(off: torch.Tensor, chunk: int, num_entries: int) -> dict[str, torch.Tensor]:
+    """Cut each (KV head, block) group of entries into work chunks of at most ``chunk``.
+
+    Args:
+        off: ``[K + 1]`` int64 start of each group (``K = H_kv * NGB``), from the plan.
+        chunk: most entries per chunk.
+        num_entries: all entries, used or not (``N * H_kv * S``); with ``K`` it bounds the
+            number of chunks, ``ceil(num_entries / chunk) + K``, which sizes the lists
+            without a device read. Chunk slots past the last real chunk are empty.
+
+    Returns:
+        int64 ``ch_key`` (the group of each chunk), ``ch_start``, ``ch_end`` (its entry
+        range) and ``ck_off`` (``[K + 1]``, first chunk of each group).
+    """
+    k = off.numel() - 1
+    nch = (off[1:] - off[:-1] + chunk - 1) // chunk
+    ck_off = torch.zeros_like(off)
+    ck_off[1:] = torch.cumsum(nch, 0)
+    slots = torch.arange(-(-num_entries // chunk) + k, device=off.device)
+    ch_key = torch.searchsorted(ck_off[1:], slots, right=True).clamp_max(k - 1)
+    ch_start = off[ch_key] + (slots - ck_off[ch_key]) * chunk
+    ch_end = torch.minimum(ch_start + chunk, off[ch_key + 1])
+    ch_end = torch.where(slots < ck_off[-1], ch_end, ch_start)
+    return {"ch_key": ch_key, "ch_start": ch_start, "ch_end": ch_end, "ck_off": ck_off}
+
+
+def backward_chunks(off: torch.Tensor, chunk: int, num_entries: int) -> dict[str, torch.Tensor]:
+    """Work chunks of the dK/dV pass: :func:`chunk_plan` plus where partials go.
+
+    A group with one chunk stores its dK/dV directly (``ch_part == -1``); the chunks of a
+    longer group get consecutive fp32 partial slots ``ch_part``, the group's slots being
+    ``hp_off[key]:hp_off[key + 1]``. Fewer than ``2 * num_entries / chunk`` slots are
+    ever used (every chunk of a cut group but its last is full).
+    """
+    ch = chunk_plan(off, chunk, num_entries)
+    ck_off = ch["ck_off"]
+    nck = ck_off[1:] - ck_off[:-1]
+    heavy = torch.where(nck > 1, nck, 0)
+    hp_off = torch.zeros_like(ck_off)
+    hp_off[1:] = torch.cumsum(heavy, 0)
+    key = ch["ch_key"]
+    slots = torch.arange(key.numel(), device=off.device)
+    part = hp_off[key] + slots - ck_off[key]
+    use = (nck[key] > 1) & (ch["ch_end"] > ch["ch_start"])
+    ch["ch_part"] = torch.where(use, part, -1)
+    ch["hp_off"] = hp_off
+    return ch
+
+
 class SelectedAttentionFunction(torch.autograd.Function):
-    """Autograd glue of the Triton kernels on packed tensors ``q [N, HQ, D]``, ``k [N_k, H_kv, D]``."""
+    """Autograd glue of the Triton kernels on packed tensors ``q [N, HQ, D]``, ``k [N_k, H_kv, D]``.
+
+    The forward runs in the chosen loop order; the backward is shared (dQ per query, dK/dV
+    per block from the block -> query index, no atomics). The FSA forward's index is kept
+    for the backward; the NSA order builds it in the backward.
+    """
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -150,17 +193,20 @@ class SelectedAttentionFunction(torch.autograd.Function):
     ) -> torch.Tensor:
         from lc_kernels.selected_attention import triton as kernels
 
+        cq = cu if cu_q is None else cu_q
+        _, kbos, qpos = query_layout(cu, cq, q.shape[0])
         if order == "fsa":
             _, _, chunk = kernels.fsa_tiling(q.shape[1] // k.shape[1])
             plan = build_plan(idx, cu, block_size, chunk, num_blocks, cu_q)
             o, lse = kernels.fsa_forward(q, k, v, idx, plan, block_size, scale, kvm)
-            aux: tuple[torch.Tensor, ...] = tuple(plan[name] for name in _PLAN_KEYS)
+            aux: tuple[torch.Tensor, ...] = tuple(plan[name] for name in _BWD_PLAN_KEYS)
         else:
-            _, kbos, qpos = query_layout(cu, cu if cu_q is None else cu_q, q.shape[0])
             o, lse = kernels.nsa_forward(q, k, v, idx, kbos, qpos, kvm, block_size, scale)
-            aux = (kbos, qpos)
+            aux = (cu, cq)
         ctx.has_kvm = kvm is not None
-        ctx.save_for_backward(q, k, v, idx, o, lse, *((kvm,) if kvm is not None else ()), *aux)
+        ctx.num_blocks = num_blocks
+        kv = (kvm,) if kvm is not None else ()
+        ctx.save_for_backward(q, k, v, idx, o, lse, kbos, qpos, *kv, *aux)
         ctx.block_size, ctx.scale, ctx.order = block_size, scale, order
         return o
 
@@ -168,31 +214,19 @@ class SelectedAttentionFunction(torch.autograd.Function):
     def backward(ctx: Any, do: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
         from lc_kernels.selected_attention import triton as kernels
 
-        q, k, v, idx, o, lse, *aux = ctx.saved_tensors
+        q, k, v, idx, o, lse, kbos, qpos, *aux = ctx.saved_tensors
         kvm = aux.pop(0) if ctx.has_kvm else None
         do = do.contiguous()
         if ctx.order == "fsa":
-            plan = dict(zip(_PLAN_KEYS, aux, strict=True))
-            dq, dk, dv = kernels.fsa_backward(
-                q, k, v, idx, plan, o, lse, do, ctx.block_size, ctx.scale, kvm
-            )
+            plan = dict(zip(_BWD_PLAN_KEYS, aux, strict=True))
         else:
-            dq, dk, dv = kernels.nsa_backward(
-                q, k, v, idx, aux[0], aux[1], kvm, o, lse, do, ctx.block_size, ctx.scale
-            )
+            cu, cq = aux
+            plan = build_plan(idx, cu, ctx.block_size, 1 << 30, ctx.num_blocks, cq)
+        dq, dk, dv = kernels.selected_backward(
+            q, k, v, idx, kbos, qpos, kvm, plan, o, lse, do, ctx.block_size, ctx.scale
+        )
         return dq, dk, dv, None, None, None, None, None, None, None, None
 
 
-_PLAN_KEYS = (
-    "tok",
-    "slot",
-    "off",
-    "blk_bos",
-    "blk_j",
-    "blk_len",
-    "ch_key",
-    "ch_start",
-    "ch_end",
-    "ck_off",
-    "qpos",
-)
+#: what the backward needs of the block -> query index
+_BWD_PLAN_KEYS = ("tok", "off", "blk_bos", "blk_j", "blk_len", "qpos")

@@ -1,19 +1,26 @@
 """Triton kernels of selected attention in two loop orders, and their launchers.
 
-All launchers take packed tensors: ``q [N, HQ, D]``, ``k, v [N, H_kv, D]`` where ``N``
-is the total number of tokens of all sequences, and ``idx [N, H_kv, S]`` int32 block
-ids counted from each token's sequence start, deduplicated, ``-1`` = unused.
+All launchers take packed tensors: ``q [N, HQ, D]``, ``k, v [N_k, H_kv, D]`` where ``N``
+is the total number of queries of all sequences and ``N_k`` that of keys (``N_k >= N``
+when the queries are the last ones of each sequence), and ``idx [N, H_kv, S]`` int32
+block ids counted from each sequence's start, deduplicated, ``-1`` = unused. Per query,
+``kbos`` is the key row where its sequence starts and ``qpos`` its position among the
+sequence's keys (the causal limit); an optional int8 ``kvm [N_k]`` marks padded keys (0).
 
-NSA order (``nsa_*``): one program per (token, KV head). The G query heads of the group
-are the M dimension of ``tl.dot`` (padded to at least 16); the program walks the
-token's selected blocks with an online softmax. Its backward adds dK/dV with atomics.
+NSA order forward (``nsa_forward``): one program per (query, KV head). The G query heads
+of the group are the M dimension of ``tl.dot`` (padded to at least 16); the program
+walks the query's selected blocks with an online softmax.
 
-FSA order (``fsa_*``): one program per (KV block, KV head). It loads the block once and
-walks the (token, slot) pairs that selected it, listed by a block -> token index built
-on the device; rows of the M dimension are (token, query head) pairs, so nothing is
-padded. The forward writes one normalised partial output and its log-sum-exp per
-(token, slot, head); a reduce kernel merges them. The backward owns dK/dV of its block
-(no atomics) and writes partial dQ per (token, slot), summed afterwards.
+FSA order forward (``fsa_forward``): one program per (KV block, KV head). It loads the
+block once and walks the (query, slot) pairs that selected it, listed by a block ->
+query index built on the device; rows of the M dimension are (query, query head) pairs,
+so nothing is padded. It writes one normalised partial output and its log-sum-exp per
+(query, slot, head); a reduce kernel merges them.
+
+Backward (``selected_backward``, both orders, no atomics): dQ per (query, KV head) in the
+NSA order; dK/dV per (KV block, KV head) from the block -> query index, a program owning
+its block's gradient (blocks listed by very many queries are cut into chunks whose fp32
+partials are summed by a reduce kernel, within a scratch budget of one ``q``).
 """
 
 from __future__ import annotations
@@ -117,79 +124,6 @@ def _nsa_fwd_kernel(
     o_off = t * stride_qn + hq[:, None] * stride_qh + offs_d[None, :]
     tl.store(Out + o_off, out.to(Out.dtype.element_ty), mask=gmask[:, None] & dmask[None, :])
     tl.store(LSE + t * (stride_qn // D) + hq, lse, mask=gmask)
-
-
-@triton.jit
-def _nsa_bwd_kernel(
-    Q,
-    K,
-    V,
-    IDX,
-    KBOS,
-    QPOS,
-    KVM,
-    DO,
-    LSE,
-    DELTA,
-    DQ,
-    DK,
-    DV,
-    scale,
-    S,
-    stride_qn,
-    stride_qh,
-    stride_kn,
-    stride_kh,
-    stride_in,
-    stride_ih,
-    G: tl.constexpr,
-    GP: tl.constexpr,
-    D: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    BS: tl.constexpr,
-    PREC: tl.constexpr,
-    HAS_KVM: tl.constexpr,
-):
-    t = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1)
-    bos = tl.load(KBOS + t).to(tl.int64)
-    pos = tl.load(QPOS + t).to(tl.int64)
-    offs_g = tl.arange(0, GP)
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_k = tl.arange(0, BS)
-    gmask = offs_g < G
-    dmask = offs_d < D
-    hq = h * G + offs_g
-    qm = gmask[:, None] & dmask[None, :]
-    q_off = t * stride_qn + hq[:, None] * stride_qh + offs_d[None, :]
-    q = tl.load(Q + q_off, mask=qm, other=0.0)
-    do = tl.load(DO + q_off, mask=qm, other=0.0)
-    lse = tl.load(LSE + t * (stride_qn // D) + hq, mask=gmask, other=0.0)
-    delta = tl.load(DELTA + t * (stride_qn // D) + hq, mask=gmask, other=0.0)
-    dq = tl.zeros([GP, BLOCK_D], dtype=tl.float32)
-    for s in range(S):
-        j = tl.load(IDX + t * stride_in + h * stride_ih + s)
-        if j >= 0:
-            kpos = j * BS + offs_k
-            kmask = kpos <= pos
-            if HAS_KVM:
-                kmask = kmask & (tl.load(KVM + bos + kpos, mask=kmask, other=0) != 0)
-            krow = bos + kpos
-            kv_off = krow[:, None] * stride_kn + h * stride_kh + offs_d[None, :]
-            kvm = kmask[:, None] & dmask[None, :]
-            k = tl.load(K + kv_off, mask=kvm, other=0.0)
-            v = tl.load(V + kv_off, mask=kvm, other=0.0)
-            sc = tl.dot(q, tl.trans(k), input_precision=PREC) * scale
-            p = tl.exp(sc - lse[:, None])
-            p = tl.where(gmask[:, None] & kmask[None, :], p, 0.0)
-            dv = tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PREC)
-            dp = tl.dot(do, tl.trans(v), input_precision=PREC)
-            ds = p * (dp - delta[:, None])
-            dk = tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=PREC) * scale
-            dq += tl.dot(ds.to(k.dtype), k, input_precision=PREC) * scale
-            tl.atomic_add(DK + kv_off, dk, mask=kvm)
-            tl.atomic_add(DV + kv_off, dv, mask=kvm)
-    tl.store(DQ + q_off, dq.to(DQ.dtype.element_ty), mask=qm)
 
 
 # ----------------------------------------------------------------------------- FSA order
@@ -367,9 +301,87 @@ def _fsa_reduce_kernel(
     tl.store(LSE + t * HQ + hq, lse, mask=gmask)
 
 
+# ----------------------------------------------------------------------------- backward
+#
+# One backward serves both loop orders, without atomics: dQ in the NSA order (one
+# program per (query, KV head) walks the query's blocks), dK/dV in the FSA order (one
+# program per work chunk of a (KV head, block) walks the queries that selected the
+# block, from the block -> query index). A block whose list fits in one chunk is stored
+# straight into dK/dV; a longer list is cut into chunks whose fp32 partial sums a reduce
+# kernel adds up, so the float scratch is bounded (see ``backward_scratch_bytes``).
+
+
+@triton.jit
+def _dq_kernel(
+    Q,
+    K,
+    V,
+    IDX,
+    KBOS,
+    QPOS,
+    KVM,
+    Out,
+    DO,
+    LSE,
+    DELTA,
+    DQ,
+    scale,
+    S,
+    stride_qn,
+    stride_qh,
+    stride_kn,
+    stride_kh,
+    stride_in,
+    stride_ih,
+    G: tl.constexpr,
+    GP: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BS: tl.constexpr,
+    PREC: tl.constexpr,
+    HAS_KVM: tl.constexpr,
+):
+    t = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1)
+    bos = tl.load(KBOS + t).to(tl.int64)
+    pos = tl.load(QPOS + t).to(tl.int64)
+    offs_g = tl.arange(0, GP)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_k = tl.arange(0, BS)
+    gmask = offs_g < G
+    dmask = offs_d < D
+    hq = h * G + offs_g
+    qm = gmask[:, None] & dmask[None, :]
+    q_off = t * stride_qn + hq[:, None] * stride_qh + offs_d[None, :]
+    q = tl.load(Q + q_off, mask=qm, other=0.0)
+    do = tl.load(DO + q_off, mask=qm, other=0.0)
+    lse = tl.load(LSE + t * (stride_qn // D) + hq, mask=gmask, other=0.0)
+    o = tl.load(Out + q_off, mask=qm, other=0.0)
+    delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)  # rowsum(dO * O), for dK/dV too
+    tl.store(DELTA + t * (stride_qn // D) + hq, delta, mask=gmask)
+    dq = tl.zeros([GP, BLOCK_D], dtype=tl.float32)
+    for s in range(S):
+        j = tl.load(IDX + t * stride_in + h * stride_ih + s)
+        if j >= 0:
+            kpos = j * BS + offs_k
+            kmask = kpos <= pos
+            if HAS_KVM:
+                kmask = kmask & (tl.load(KVM + bos + kpos, mask=kmask, other=0) != 0)
+            kv_off = (bos + kpos)[:, None] * stride_kn + h * stride_kh + offs_d[None, :]
+            kvm = kmask[:, None] & dmask[None, :]
+            k = tl.load(K + kv_off, mask=kvm, other=0.0)
+            v = tl.load(V + kv_off, mask=kvm, other=0.0)
+            sc = tl.dot(q, tl.trans(k), input_precision=PREC) * scale
+            p = tl.where(gmask[:, None] & kmask[None, :], tl.exp(sc - lse[:, None]), 0.0)
+            dp = tl.dot(do, tl.trans(v), input_precision=PREC)
+            ds = p * (dp - delta[:, None])
+            dq += tl.dot(ds.to(k.dtype), k, input_precision=PREC)
+    tl.store(DQ + q_off, (dq * scale).to(DQ.dtype.element_ty), mask=qm)
+
+
 @_tuned(["G", "D", "BS"], (4, 8))
 @triton.jit
-def _fsa_bwd_kernel(
+def _dkv_kernel(
     Q,
     K,
     V,
@@ -377,16 +389,17 @@ def _fsa_bwd_kernel(
     LSE,
     DELTA,
     TOK,
-    SLOT,
     QPOS,
     KVM,
     CH_KEY,
     CH_START,
     CH_END,
+    CH_PART,
     BLK_BOS,
     BLK_J,
     BLK_LEN,
-    DQP,
+    DK,
+    DV,
     DKP,
     DVP,
     scale,
@@ -395,9 +408,6 @@ def _fsa_bwd_kernel(
     stride_qh,
     stride_kn,
     stride_kh,
-    stride_dn,
-    stride_ds,
-    stride_dh,
     G: tl.constexpr,
     D: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -421,7 +431,8 @@ def _fsa_bwd_kernel(
         offs_d = tl.arange(0, BLOCK_D)
         dmask = offs_d < D
         kpos = j * BS + offs_k
-        kmask = kpos < seqlen
+        inside = kpos < seqlen
+        kmask = inside
         if HAS_KVM:
             kmask = kmask & (tl.load(KVM + bos + kpos, mask=kmask, other=0) != 0)
         kv_off = (bos + kpos)[:, None] * stride_kn + h * stride_kh + offs_d[None, :]
@@ -439,40 +450,37 @@ def _fsa_bwd_kernel(
             e = e0 + e_in
             rmask = row_ok & (e < end)
             t = tl.load(TOK + e, mask=rmask, other=0).to(tl.int64)
-            s = tl.load(SLOT + e, mask=rmask, other=0).to(tl.int64)
             qm = rmask[:, None] & dmask[None, :]
             q_off = t[:, None] * stride_qn + hq[:, None] * stride_qh + offs_d[None, :]
             q = tl.load(Q + q_off, mask=qm, other=0.0)
             do = tl.load(DO + q_off, mask=qm, other=0.0)
             lse = tl.load(LSE + t * hstride + hq, mask=rmask, other=0.0)
             delta = tl.load(DELTA + t * hstride + hq, mask=rmask, other=0.0)
-            sc = tl.dot(q, tl.trans(k), input_precision=PREC) * scale
             qpos = tl.load(QPOS + t, mask=rmask, other=0)
+            sc = tl.dot(q, tl.trans(k), input_precision=PREC) * scale
             allowed = rmask[:, None] & kmask[None, :] & (kpos[None, :] <= qpos[:, None])
             p = tl.where(allowed, tl.exp(sc - lse[:, None]), 0.0)
             dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PREC)
             dp = tl.dot(do, tl.trans(v), input_precision=PREC)
             ds = p * (dp - delta[:, None])
             dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=PREC)
-            dqp = tl.dot(ds.to(k.dtype), k, input_precision=PREC) * scale
-            d_off = (
-                t[:, None] * stride_dn
-                + s[:, None] * stride_ds
-                + hq[:, None] * stride_dh
-                + offs_d[None, :]
-            )
-            tl.store(DQP + d_off, dqp.to(DQP.dtype.element_ty), mask=qm)
-        p_off = ch.to(tl.int64) * (BS * BLOCK_D) + offs_k[:, None] * BLOCK_D + offs_d[None, :]
-        tl.store(DKP + p_off, dk * scale)
-        tl.store(DVP + p_off, dv)
+        part = tl.load(CH_PART + ch)
+        if part < 0:  # the block's only chunk: its dK/dV are final
+            om = inside[:, None] & dmask[None, :]
+            tl.store(DK + kv_off, (dk * scale).to(DK.dtype.element_ty), mask=om)
+            tl.store(DV + kv_off, dv.to(DV.dtype.element_ty), mask=om)
+        else:
+            p_off = part.to(tl.int64) * (BS * BLOCK_D) + offs_k[:, None] * BLOCK_D + offs_d[None, :]
+            tl.store(DKP + p_off, dk * scale)
+            tl.store(DVP + p_off, dv)
 
 
 @_tuned(["D", "BS"], (2, 4))
 @triton.jit
-def _fsa_dkv_reduce_kernel(
+def _dkv_reduce_kernel(
     DKP,
     DVP,
-    CK_OFF,
+    HP_OFF,
     BLK_BOS,
     BLK_J,
     BLK_LEN,
@@ -485,11 +493,12 @@ def _fsa_dkv_reduce_kernel(
     BLOCK_D: tl.constexpr,
     BS: tl.constexpr,
 ):
+    # dK/dV of one (KV head, block) that was cut into several chunks: sum their partials
     key = tl.program_id(0)
     h = key // NGB
     gb = key % NGB
-    c0 = tl.load(CK_OFF + key)
-    c1 = tl.load(CK_OFF + key + 1)
+    c0 = tl.load(HP_OFF + key)
+    c1 = tl.load(HP_OFF + key + 1)
     if c1 > c0:
         offs_k = tl.arange(0, BS)
         offs_d = tl.arange(0, BLOCK_D)
@@ -509,43 +518,6 @@ def _fsa_dkv_reduce_kernel(
         kv_off = (bos + kpos)[:, None] * stride_kn + h * stride_kh + offs_d[None, :]
         tl.store(DK + kv_off, dk.to(DK.dtype.element_ty), mask=kvm)
         tl.store(DV + kv_off, dv.to(DV.dtype.element_ty), mask=kvm)
-
-
-@_tuned(["G", "D", "BLOCK_S"], (1, 2, 4))
-@triton.jit
-def _fsa_dq_reduce_kernel(
-    DQP,
-    IDX,
-    DQ,
-    S,
-    stride_dn,
-    stride_ds,
-    stride_dh,
-    stride_in,
-    stride_ih,
-    stride_qn,
-    stride_qh,
-    G: tl.constexpr,
-    GP: tl.constexpr,
-    D: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    BLOCK_S: tl.constexpr,
-):
-    # dQ of one (token, KV head): the sum of its partial dQ over the slots it used
-    t = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1)
-    offs_s, offs_d, hq, gmask, dmask, valid = _used_slots(
-        IDX, t, h, S, stride_in, stride_ih, G, GP, D, BLOCK_D, BLOCK_S
-    )
-    p_off = t * stride_dn + offs_s[:, None, None] * stride_ds + hq[None, :, None] * stride_dh
-    part = tl.load(
-        DQP + p_off + offs_d[None, None, :],
-        mask=valid[:, :, None] & dmask[None, None, :],
-        other=0.0,
-    )
-    dq = tl.sum(part, 0)
-    q_off = t * stride_qn + hq[:, None] * stride_qh + offs_d[None, :]
-    tl.store(DQ + q_off, dq.to(DQ.dtype.element_ty), mask=gmask[:, None] & dmask[None, :])
 
 
 # ----------------------------------------------------------------------------- launchers
@@ -607,63 +579,6 @@ def nsa_forward(
         num_warps=_warps(4),
     )
     return o, lse
-
-
-def nsa_backward(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    idx: torch.Tensor,
-    kbos: torch.Tensor,
-    qpos: torch.Tensor,
-    kvm: torch.Tensor | None,
-    o: torch.Tensor,
-    lse: torch.Tensor,
-    do: torch.Tensor,
-    block_size: int,
-    scale: float,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """NSA-order backward; dK/dV accumulate through fp32 atomics."""
-    n, hq, d = q.shape
-    hkv = k.shape[1]
-    g = hq // hkv
-    delta = (do.float() * o.float()).sum(-1)
-    dq = torch.empty_like(q)
-    dk = torch.zeros(k.shape, device=k.device, dtype=torch.float32)
-    dv = torch.zeros(v.shape, device=v.device, dtype=torch.float32)
-    if n > 0:
-        _nsa_bwd_kernel[(n, hkv)](
-            q,
-            k,
-            v,
-            idx,
-            kbos,
-            qpos,
-            k if kvm is None else kvm,
-            do,
-            lse,
-            delta,
-            dq,
-            dk,
-            dv,
-            scale,
-            idx.shape[2],
-            q.stride(0),
-            q.stride(1),
-            k.stride(0),
-            k.stride(1),
-            idx.stride(0),
-            idx.stride(1),
-            G=g,
-            GP=_pow2(g),
-            D=d,
-            BLOCK_D=_pow2(d),
-            BS=block_size,
-            PREC=_prec(q.dtype),
-            HAS_KVM=kvm is not None,
-            num_warps=_warps(4),
-        )
-    return dq, dk.to(k.dtype), dv.to(v.dtype)
 
 
 #: Steps of ``BLOCK_M`` rows one FSA program makes over the tokens that selected its
@@ -772,107 +687,183 @@ def fsa_forward(
     return o, lse
 
 
-def fsa_backward(
+def backward_tiling(
+    n: int, hq: int, hkv: int, d: int, s: int, block_size: int, dtype: torch.dtype
+) -> tuple[int, int, int, int]:
+    """Tiling of the dK/dV pass: rows per step, entries per step, entries per chunk, and
+    the number of fp32 partial slots (each ``[block_size, pow2(D)]`` for dK and for dV).
+
+    A (KV head, block) listed by more entries than a chunk is cut into chunks whose
+    partials are summed afterwards. Such blocks have fewer than ``2 * entries / chunk``
+    chunks in all, so the chunk is made long enough (at least the forward's) that the
+    partials take at most as many bytes as ``q``: ``2E / chunk * block_size * pow2(D) * 8
+    <= N * HQ * D * itemsize(q)`` with ``E = N * H_kv * S`` (the slots, used or not).
+    Everything depends on shapes only (no device read).
+    """
+    block_m, epi, chunk = fsa_tiling(hq // hkv)
+    entries = n * hkv * s
+    q_bytes = max(1, n * hq * d * dtype.itemsize)
+    per_slot = block_size * _pow2(d) * 4 * 2
+    chunk = max(chunk, -(-2 * entries * per_slot // q_bytes))
+    return block_m, epi, chunk, max(1, 2 * entries // chunk)
+
+
+def backward_scratch_bytes(
+    n: int, hq: int, hkv: int, d: int, s: int, block_size: int, dtype: torch.dtype, ngb: int
+) -> dict[str, int]:
+    """Bytes of the temporary buffers :func:`selected_backward` allocates (besides its
+    outputs dQ, dK, dV and the block -> query index, which the FSA forward built).
+
+    Args:
+        n, hq, hkv, d: packed queries ``[N, HQ, D]`` and the KV head count.
+        s: slots per query (``block_indices.shape[-1]``).
+        block_size: tokens per key/value block.
+        dtype: dtype of ``q``.
+        ngb: blocks of the plan (``plan["blk_bos"].numel()``).
+
+    Returns:
+        ``partials`` (fp32 dK/dV partials of blocks cut into chunks), ``delta`` (fp32
+        ``rowsum(dO * O)``, ``[N, HQ]``), ``chunks`` (the int64 work-chunk lists) and
+        their ``total``; compare with ``q_bytes``.
+    """
+    _, _, chunk, slots = backward_tiling(n, hq, hkv, d, s, block_size, dtype)
+    nch = -(-n * hkv * s // chunk) + hkv * ngb
+    out = {
+        "partials": 2 * slots * block_size * _pow2(d) * 4,
+        "delta": n * hq * 4,
+        "chunks": 4 * nch * 8 + (hkv * ngb + 1) * 8 * 2,
+    }
+    out["total"] = sum(out.values())
+    out["q_bytes"] = n * hq * d * dtype.itemsize
+    return out
+
+
+def selected_backward(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
     idx: torch.Tensor,
+    kbos: torch.Tensor,
+    qpos: torch.Tensor,
+    kvm: torch.Tensor | None,
     plan: dict[str, torch.Tensor],
     o: torch.Tensor,
     lse: torch.Tensor,
     do: torch.Tensor,
     block_size: int,
     scale: float,
-    kvm: torch.Tensor | None = None,
+    chunk: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """FSA-order backward: partial dK/dV per chunk and partial dQ per (token, slot), reduced without atomics."""
+    """Backward of both loop orders, without atomics; returns ``dq, dk, dv``.
+
+    dQ: one program per (query, KV head) over the query's blocks. dK/dV: one program per
+    work chunk of the block -> query index ``plan`` (the entries of
+    ``function.build_plan``); a block with one chunk stores its dK/dV directly, longer
+    lists go through fp32 partials and a reduce kernel. ``chunk`` overrides the entries
+    per chunk (tests use it to force partials); the default bounds the scratch (see
+    :func:`backward_tiling`).
+    """
+    from lc_kernels.selected_attention.function import backward_chunks
+
     n, hq, d = q.shape
     hkv = k.shape[1]
     s_max = idx.shape[2]
     g = hq // hkv
-    ngb = plan["blk_bos"].numel()
-    delta = (do.float() * o.float()).sum(-1)
-    dqp = torch.empty(n, s_max, hq, d, device=q.device, dtype=torch.float32)
+    dq = torch.empty_like(q)
     dk = torch.zeros_like(k)
     dv = torch.zeros_like(v)
-    block_m, epi, _ = fsa_tiling(g)
-    nch = plan["ch_key"].numel()
+    if n == 0 or k.shape[0] == 0:
+        return dq.zero_(), dk, dv
+    delta = torch.empty(n, hq, device=q.device, dtype=torch.float32)  # written by _dq_kernel
+    kv_mask = k if kvm is None else kvm
+    _dq_kernel[(n, hkv)](
+        q,
+        k,
+        v,
+        idx,
+        kbos,
+        qpos,
+        kv_mask,
+        o,
+        do,
+        lse,
+        delta,
+        dq,
+        scale,
+        s_max,
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        idx.stride(0),
+        idx.stride(1),
+        G=g,
+        GP=_pow2(g),
+        D=d,
+        BLOCK_D=_pow2(d),
+        BS=block_size,
+        PREC=_prec(q.dtype),
+        HAS_KVM=kvm is not None,
+        num_warps=_warps(4),
+    )
+    block_m, epi, auto_chunk, slots = backward_tiling(n, hq, hkv, d, s_max, block_size, q.dtype)
+    if chunk is not None:  # explicit chunk: enough partial slots for it
+        auto_chunk, slots = chunk, max(1, 2 * n * hkv * s_max // chunk)
+    ngb = plan["blk_bos"].numel()
+    ch = backward_chunks(plan["off"], auto_chunk, n * hkv * s_max)
     bd = _pow2(d)
-    dkp = torch.empty(nch, block_size, bd, device=q.device, dtype=torch.float32)
+    dkp = torch.empty(slots, block_size, bd, device=q.device, dtype=torch.float32)
     dvp = torch.empty_like(dkp)
-    if n > 0 and nch > 0:
-        _fsa_bwd_kernel[(nch,)](
-            q,
-            k,
-            v,
-            do,
-            lse,
-            delta,
-            plan["tok"],
-            plan["slot"],
-            plan["qpos"],
-            k if kvm is None else kvm,
-            plan["ch_key"],
-            plan["ch_start"],
-            plan["ch_end"],
-            plan["blk_bos"],
-            plan["blk_j"],
-            plan["blk_len"],
-            dqp,
-            dkp,
-            dvp,
-            scale,
-            ngb,
-            q.stride(0),
-            q.stride(1),
-            k.stride(0),
-            k.stride(1),
-            dqp.stride(0),
-            dqp.stride(1),
-            dqp.stride(2),
-            G=g,
-            D=d,
-            BLOCK_D=_pow2(d),
-            BS=block_size,
-            BLOCK_M=block_m,
-            EPI=epi,
-            PREC=_prec(q.dtype),
-            HAS_KVM=kvm is not None,
-        )
-        _fsa_dkv_reduce_kernel[(hkv * ngb,)](
-            dkp,
-            dvp,
-            plan["ck_off"],
-            plan["blk_bos"],
-            plan["blk_j"],
-            plan["blk_len"],
-            dk,
-            dv,
-            ngb,
-            k.stride(0),
-            k.stride(1),
-            D=d,
-            BLOCK_D=bd,
-            BS=block_size,
-        )
-    dq = torch.empty_like(q)
-    if n > 0:
-        _fsa_dq_reduce_kernel[(n, hkv)](
-            dqp,
-            idx,
-            dq,
-            s_max,
-            dqp.stride(0),
-            dqp.stride(1),
-            dqp.stride(2),
-            idx.stride(0),
-            idx.stride(1),
-            q.stride(0),
-            q.stride(1),
-            G=g,
-            GP=_pow2(g, 1),
-            D=d,
-            BLOCK_D=bd,
-            BLOCK_S=_pow2(s_max, 1),
-        )
+    _dkv_kernel[(ch["ch_key"].numel(),)](
+        q,
+        k,
+        v,
+        do,
+        lse,
+        delta,
+        plan["tok"],
+        plan["qpos"],
+        kv_mask,
+        ch["ch_key"],
+        ch["ch_start"],
+        ch["ch_end"],
+        ch["ch_part"],
+        plan["blk_bos"],
+        plan["blk_j"],
+        plan["blk_len"],
+        dk,
+        dv,
+        dkp,
+        dvp,
+        scale,
+        ngb,
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        G=g,
+        D=d,
+        BLOCK_D=bd,
+        BS=block_size,
+        BLOCK_M=block_m,
+        EPI=epi,
+        PREC=_prec(q.dtype),
+        HAS_KVM=kvm is not None,
+    )
+    _dkv_reduce_kernel[(hkv * ngb,)](
+        dkp,
+        dvp,
+        ch["hp_off"],
+        plan["blk_bos"],
+        plan["blk_j"],
+        plan["blk_len"],
+        dk,
+        dv,
+        ngb,
+        k.stride(0),
+        k.stride(1),
+        D=d,
+        BLOCK_D=bd,
+        BS=block_size,
+    )
     return dq, dk, dv
