@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -167,3 +167,28 @@ def token_positions(cu: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.T
 def acc_dtype(dtype: torch.dtype) -> torch.dtype:
     """fp32 accumulation for half types, fp64 kept as fp64."""
     return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+class _Zeros(torch.autograd.Function):
+    """Zeros of a given shape whose backward gives zero gradients to ``inputs``."""
+
+    @staticmethod
+    def forward(ctx: Any, shape: tuple[int, ...], like: torch.Tensor, *inputs: torch.Tensor):  # type: ignore[override]
+        ctx.metas = [(x.shape, x.dtype, x.device) for x in (like, *inputs)]
+        return like.new_zeros(shape)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+        return (None, *(torch.zeros(s, dtype=dt, device=dev) for s, dt, dev in ctx.metas))
+
+
+def zeros_output(shape: tuple[int, ...], like: torch.Tensor, *inputs: torch.Tensor) -> torch.Tensor:
+    """``like.new_zeros(shape)`` connected to autograd: backward gives ``like`` and every
+    tensor of ``inputs`` a zero gradient of its own shape.
+
+    The result of an op that has nothing to compute (an empty batch, no queries, no key
+    in reach) so that ``.backward()`` still works and returns zero (or empty) gradients.
+    """
+    if not torch.is_grad_enabled() or not any(x.requires_grad for x in (like, *inputs)):
+        return like.new_zeros(shape)
+    return _Zeros.apply(tuple(shape), like, *inputs)

@@ -39,7 +39,20 @@ def _check_cmp(
         raise ValueError(
             f"stride={stride} > kernel_size={kernel_size} would leave tokens uncovered"
         )
+    for name, x in (("q", q), ("k_cmp", k_cmp), ("v_cmp", v_cmp)):
+        if x is not None and not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     v = k_cmp if v_cmp is None else v_cmp
+    if v_cmp is not None:  # the values must match the keys they are paired with
+        if v_cmp.dim() != 4 or v_cmp.shape != k_cmp.shape:
+            raise ValueError(
+                f"v_cmp {tuple(v_cmp.shape)} must have the shape of k_cmp {tuple(k_cmp.shape)}: "
+                "[batch, compressed, kv_heads, head_dim], batch as in q"
+            )
+        if v_cmp.dtype != k_cmp.dtype:
+            raise TypeError(f"v_cmp has dtype {v_cmp.dtype}, k_cmp {k_cmp.dtype}: they must match")
+        if v_cmp.device != k_cmp.device:
+            raise ValueError(f"v_cmp is on {v_cmp.device}, k_cmp on {k_cmp.device}")
     if q.dim() != 4 or k_cmp.dim() != 4:
         raise ValueError(
             f"q and k_cmp must be 4-D [batch, seq, heads, head_dim], got {tuple(q.shape)}, {tuple(k_cmp.shape)}"
@@ -51,10 +64,14 @@ def _check_cmp(
         raise ValueError(
             f"k_cmp has {c} compressed tokens; T={t}, kernel_size={kernel_size}, stride={stride} give {expect}"
         )
-    # reuse the q/k/v checks with the compressed length aligned to T
-    check_qkv(q, k_cmp.new_empty(b, t, *k_cmp.shape[2:]), v.new_empty(b, t, *v.shape[2:]))
     if k_cmp.shape[0] != b:
         raise ValueError(f"k_cmp batch {k_cmp.shape[0]} != q batch {b}")
+    # reuse the q/k/v checks with the compressed length aligned to T
+    check_qkv(
+        q,
+        k_cmp.new_empty(b, t, *k_cmp.shape[2:]),
+        v.new_empty(v.shape[0], t, *v.shape[2:]),
+    )
 
 
 @overload

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from lc_kernels._common import acc_dtype
+from lc_kernels._common import acc_dtype, zeros_output
 
 
 def num_compressed(seq_len: int, kernel_size: int, stride: int) -> int:
@@ -41,15 +41,28 @@ def mean_pool_compress(x: torch.Tensor, kernel_size: int = 32, stride: int = 16)
     Returns:
         ``[B, C, H, D]`` with ``C = (T - kernel_size) // stride + 1`` (0 when ``T < kernel_size``).
 
+    Raises:
+        TypeError: ``x`` is not a floating-point tensor.
+        ValueError: ``x`` is not 4-D, or ``kernel_size`` / ``stride`` is not an int >= 1.
+
     Example:
         >>> import torch
         >>> mean_pool_compress(torch.ones(1, 64, 2, 8)).shape
         torch.Size([1, 3, 2, 8])
     """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 4:
+        raise ValueError(f"x must have shape [batch, seq, heads, head_dim], got {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"x has dtype {x.dtype}; mean pooling needs a floating-point tensor")
+    for name, val in (("kernel_size", kernel_size), ("stride", stride)):
+        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {val!r}")
     b, t, h, d = x.shape
     c = num_compressed(t, kernel_size, stride)
-    if c == 0:
-        return x.new_zeros(b, 0, h, d)
+    if c == 0:  # no complete span; still part of the graph (zero gradient for x)
+        return zeros_output((b, 0, h, d), x)
     spans = x.unfold(1, kernel_size, stride)  # [B, C, H, D, kernel]
     return spans.mean(-1)
 
@@ -80,8 +93,8 @@ def compressed_attention_reference(
     c, hkv = k_cmp.shape[1], k_cmp.shape[2]
     vis = compressed_visibility(t, c, kernel_size, stride, q.device)
     has = vis.any(-1)
-    if c == 0:
-        return torch.zeros_like(q), has
+    if c == 0 or q.numel() == 0:  # no compressed key yet, or nothing to attend
+        return zeros_output(tuple(q.shape), q, k_cmp, v_cmp), has
     g = hq // hkv
     ad = acc_dtype(q.dtype)
     mask = vis.clone()

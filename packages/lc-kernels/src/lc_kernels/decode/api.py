@@ -45,6 +45,8 @@ def check_valid_len(
         raise ValueError(f"valid_len must have shape [batch={batch}], got {tuple(valid_len.shape)}")
     if valid_len.device != device:
         raise ValueError(f"valid_len is on {valid_len.device}, the inputs on {device}")
+    if valid_len.numel() == 0:  # an empty batch
+        return valid_len.to(torch.int64)
     lo, hi = int(valid_len.min()), int(valid_len.max())
     if lo < 0 or hi > seq:
         raise ValueError(f"valid_len values must lie in [0, seq={seq}], got min {lo}, max {hi}")
@@ -55,7 +57,7 @@ def _check_k(name: str, k: object, seq: int, valid_len: torch.Tensor | None) -> 
     k = _check_positive_int(name, k)
     if k > seq:
         raise ValueError(f"{name}={k} is larger than the context length seq={seq}")
-    if valid_len is not None:
+    if valid_len is not None and valid_len.numel() > 0:
         shortest = int(valid_len.min())
         if k > shortest:
             b = int(valid_len.argmin())
@@ -137,6 +139,13 @@ def check_indices(indices: torch.Tensor, b: int, hq: int, hkv: int, s: int, devi
         )
 
 
+def _no_rows(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k of a ``[B, H, S]`` score tensor with no rows: empty ``[B, H, k]`` results."""
+    b, h, _ = scores.shape
+    idx = torch.empty(b, h, k, dtype=torch.int64, device=scores.device)
+    return scores.new_empty(b, h, k), idx
+
+
 def block_topk(
     scores: torch.Tensor,
     k: int,
@@ -191,6 +200,8 @@ def block_topk(
             f"the Triton kernel needs block_size a power of two >= 16, got {block_size}"
         )
     chosen = resolve_backend(backend, scores.device, scores.dtype)
+    if scores.numel() == 0:  # no rows (batch or heads 0): nothing to rank
+        return _no_rows(scores, k)
     if chosen == "torch" or not kernel_ok:
         return block_topk_torch(scores, k, block_size, vl)
     from lc_kernels.decode.triton import block_topk_triton
@@ -260,6 +271,8 @@ def retrieval_decode_attention(
 
     out, logits = decode_attention_triton(q, k_cache, v_cache, None, sc, vl, want_logits=True)
     assert logits is not None
+    if logits.numel() == 0:  # an empty batch (or no query heads)
+        return out, _no_rows(logits, topk)[1]
     _, idx = block_topk_triton(logits, topk, block_size, vl)
     return out, idx
 

@@ -87,6 +87,8 @@ def _reference_forward(
     """Plain-PyTorch forward: blocks of the past with an online softmax."""
     b, t, h, _ = q.shape
     hkv = k.shape[2]
+    if t == 0:  # no query: empty output and log-sum-exp
+        return torch.zeros_like(q), torch.zeros(b, h, 0, device=q.device, dtype=torch.float32)
     qg = _grouped(q, hkv)
     kn, vn = (x.permute(0, 2, 1, 3).to(qg.dtype) for x in (k, v))
     bias = _causal_bias(t, h // hkv, q.device, qg.dtype)
@@ -122,6 +124,8 @@ def _reference_backward(
     """Plain-PyTorch backward; adds the past's dK/dV into its gradient pages."""
     b, t, h, _ = q.shape
     hkv = k.shape[2]
+    if t == 0:  # no query: nothing flows to the chunk or the past
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     qg = _grouped(q, hkv)
     do = _grouped(grad_out, hkv)
     kn, vn = (x.permute(0, 2, 1, 3).to(qg.dtype) for x in (k, v))

@@ -11,6 +11,7 @@ from lc_kernels._common import (
     default_scale,
     resolve_backend,
     token_positions,
+    zeros_output,
 )
 from lc_kernels.selected_attention.reference import selected_attention_reference
 
@@ -166,6 +167,8 @@ def selected_attention(
             f"the Triton kernels need block_size a power of two >= 16, got {block_size}"
         )
     chosen = resolve_backend(backend, q.device, q.dtype)
+    if b == 0 or tq == 0:  # nothing to attend: an empty output, zero/empty gradients
+        return zeros_output((b, tq, hq, d), q, k, v)
     if chosen == "torch" or not kernel_ok:  # auto falls back to the reference for other sizes
         return selected_attention_reference(
             q, k, v, block_indices, block_size, sc, cu_seqlens, kv_valid

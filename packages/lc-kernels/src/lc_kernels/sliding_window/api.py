@@ -12,7 +12,13 @@ import itertools
 import torch
 import torch.nn.functional as F
 
-from lc_kernels._common import acc_dtype, check_cu_seqlens, check_qkv, default_scale
+from lc_kernels._common import (
+    acc_dtype,
+    check_cu_seqlens,
+    check_qkv,
+    default_scale,
+    zeros_output,
+)
 
 
 def _band(
@@ -71,6 +77,10 @@ def sliding_window_attention(
     if not isinstance(window, int) or window < 1:
         raise ValueError(f"window must be an int >= 1, got {window!r}")
     sc = default_scale(scale, d)
+    if q.numel() == 0:  # empty batch or no tokens: empty output, zero/empty gradients
+        if cu_seqlens is not None:
+            check_cu_seqlens(cu_seqlens, b, t, q.device)
+        return zeros_output(tuple(q.shape), q, k, v)
     if cu_seqlens is None:
         return _band(q, k, v, window, sc)
     cu = check_cu_seqlens(cu_seqlens, b, t, q.device).tolist()
