@@ -11,6 +11,8 @@ the two paths agree (the scores differ only by float summation order).
 
     python benchmarks/dssa_stage1.py --device cuda --lengths 8192 16384 32768 65536
     uv run python benchmarks/dssa_stage1.py --lengths 2048 4096   # CPU: vs the reference
+    TRITON_INTERPRET=1 uv run python benchmarks/dssa_stage1.py --lengths 256 --reps 1 \
+        --fused-backend triton --out /tmp/stage1_smoke.json   # the kernel, interpreted
 """
 
 from __future__ import annotations
@@ -44,14 +46,16 @@ def _timed(fn: Callable[[], Any], device: str, reps: int) -> tuple[float, Any]:
     return best, out
 
 
-def measure(s: int, phase: str, device: str, dtype: torch.dtype, reps: int) -> dict[str, Any]:
+def measure(
+    s: int, phase: str, device: str, dtype: torch.dtype, reps: int, fused: str | None = None
+) -> dict[str, Any]:
     cfg = DSSAConfig.small(query_block=64 if phase == "prefill" else 1)
     g = torch.Generator().manual_seed(s)
     t = s if phase == "prefill" else 1
     q = torch.randn(1, t, 9, 64, generator=g).to(device, dtype)
     k = torch.randn(1, s, 3, 64, generator=g).to(device, dtype)
     kc = compress_keys(k, cfg)
-    fused = "triton" if device == "cuda" else "torch"
+    fused = fused or ("triton" if device == "cuda" else "torch")
     row: dict[str, Any] = {"length": s, "phase": phase, "fused_backend": fused}
 
     def run(backend: str | None) -> tuple[float, torch.Tensor]:
@@ -79,12 +83,20 @@ def main() -> None:
     ap.add_argument("--dtype", default=None, help="default: float32 on CPU, bfloat16 on CUDA")
     ap.add_argument("--reps", type=int, default=5, help="best of")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--fused-backend",
+        choices=["auto", "torch", "triton"],
+        default="auto",
+        help="backend of the fused op (auto: triton on CUDA, torch elsewhere; triton on CPU "
+        "needs TRITON_INTERPRET=1, a smoke test of the kernel)",
+    )
     ap.add_argument("--out", type=pathlib.Path, default=None, help="default: stage1_<device>.json")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     dtype = getattr(torch, args.dtype or ("bfloat16" if args.device == "cuda" else "float32"))
+    fused = None if args.fused_backend == "auto" else args.fused_backend
     rows = [
-        measure(s, phase, args.device, dtype, args.reps)
+        measure(s, phase, args.device, dtype, args.reps, fused)
         for s in args.lengths
         for phase in ("prefill", "decode")
     ]

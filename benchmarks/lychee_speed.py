@@ -269,6 +269,12 @@ def main() -> None:
         action="store_true",
         help="SmolLM2-135M's architecture with random weights (implied on CUDA)",
     )
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="stop starting new lengths after this many seconds (skipped ones are listed)",
+    )
     ap.add_argument("--out", type=pathlib.Path, default=None, help="default: speed[_gpu].json")
     args = ap.parse_args()
     global CUDA
@@ -292,7 +298,12 @@ def main() -> None:
     )
     rows = []
     t_start = time.perf_counter()
+    skipped = []
     for t in args.lengths:
+        if args.budget_s is not None and time.perf_counter() - t_start > args.budget_s:
+            print(f"time budget reached, skipping length {t}", flush=True)
+            skipped.append(t)
+            continue
         rows.append(_measure(model, rm, t, args))
         print({k: round(v, 4) if isinstance(v, float) else v for k, v in rows[-1].items()})
     result = {
@@ -326,6 +337,8 @@ def main() -> None:
         "seconds": round(time.perf_counter() - t_start, 1),
         "rows": rows,
     }
+    if skipped:
+        result["skipped_lengths"] = skipped
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     plot(rows, out.with_suffix(".png"))

@@ -15,6 +15,7 @@ One short script for a CUDA machine (a few minutes on one GPU):
     uv run python packages/lc-train/benchmarks/oomb_gpu.py
     TRITON_INTERPRET=1 uv run python packages/lc-train/benchmarks/oomb_gpu.py \\
         --device cpu --small --out /tmp/oomb_gpu_smoke   # smoke test without a GPU
+    # --smoke instead of --small: one layer, 96 tokens, vocabulary 1024 (the GPU suite's)
 
 Writes ``docs/benchmarks/lc-train-oomb/oomb_gpu[_<device>].json``.
 """
@@ -111,7 +112,7 @@ def training_check(args: argparse.Namespace, device: torch.device) -> list[dict]
     torch.manual_seed(0)
     model = LlamaForCausalLM(
         LlamaConfig(
-            vocab_size=49152,
+            vocab_size=args.vocab,
             hidden_size=576,
             intermediate_size=1536,
             num_hidden_layers=args.layers,
@@ -121,7 +122,7 @@ def training_check(args: argparse.Namespace, device: torch.device) -> list[dict]
             tie_word_embeddings=True,
         )
     ).to(device, getattr(torch, args.dtype))
-    ids = torch.randint(0, 49152, (1, args.seq), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, args.vocab, (1, args.seq), generator=torch.Generator().manual_seed(1))
     ids = ids.to(device)
 
     def step(fn) -> tuple[float, float, torch.Tensor, object]:
@@ -176,8 +177,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--small", action="store_true", help="tiny sizes (smoke test)")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="smaller still than --small (one layer, 96 tokens, vocabulary 1024)",
+    )
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--seq", type=int, default=16384)
+    ap.add_argument("--vocab", type=int, default=49152, help="vocabulary (SmolLM2's)")
     ap.add_argument("--chunk", type=int, default=2048)
     ap.add_argument("--page", type=int, default=128)
     ap.add_argument("--layers", type=int, default=8)
@@ -191,6 +198,10 @@ def main() -> None:
         args.seq, args.chunk, args.page, args.layers = 256, 64, 16, 2
         args.kernel_chunk, args.kernel_past, args.reps = 32, 80, 1
         args.dtype = "float32"
+    if args.smoke:
+        args.seq, args.chunk, args.page, args.layers = 96, 32, 16, 1
+        args.kernel_chunk, args.kernel_past, args.reps = 16, 40, 1
+        args.dtype, args.vocab = "float32", 1024
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA device: run with --device cpu --small for a smoke test")
