@@ -279,8 +279,8 @@ class _Counter:
         self.failures: list[str] = []
         self.t0 = time.time()
 
-    def pytest_collection_modifyitems(self, items: list) -> None:
-        self.counts["collected"] = len(items)
+    def pytest_collection_finish(self, session: Any) -> None:
+        self.counts["collected"] = len(session.items)  # after -m / -k deselection
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         if report.when == "call" or report.outcome != "passed":
