@@ -81,11 +81,27 @@ def dssa_hf_attention(
         value.transpose(1, 2),
         config,
         scale=scaling,
-        attention_mask=attention_mask,
         cache=cache,
         layer_idx=layer,
+        kv_valid=key_padding(attention_mask, key.shape[0], key.shape[2]),
     )
     return out.contiguous(), None
+
+
+def key_padding(
+    attention_mask: torch.Tensor | None, batch: int, num_keys: int
+) -> torch.Tensor | None:
+    """``[batch, S]`` bool real-key mask from transformers' ``[B|1, 1, T, S']`` mask.
+
+    The mask registered for ``"lc_dssa"`` is transformers' SDPA mask: causal and padding,
+    so its last query row (which sees every earlier key) is the padding mask itself.
+    ``S' >= S`` (a preallocated mask) is cut to the ``num_keys`` keys.
+    """
+    if attention_mask is None:
+        return None
+    last = attention_mask[:, 0, -1, :num_keys]
+    last = last if last.dtype == torch.bool else last == 0
+    return last.expand(batch, -1)
 
 
 def register() -> None:

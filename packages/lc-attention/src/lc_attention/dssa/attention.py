@@ -85,6 +85,35 @@ def _check_mask(
         raise ValueError(f"attention_mask is on {mask.device}, query on {q.device}")
 
 
+def _check_kv_valid(
+    kv_valid: torch.Tensor | None, attention_mask: torch.Tensor | None, k: torch.Tensor
+) -> None:
+    """``kv_valid`` must be ``[B, S]`` bool on the keys' device, and alone."""
+    if kv_valid is None:
+        return
+    if attention_mask is not None:
+        raise ValueError("give attention_mask or kv_valid, not both")
+    if not isinstance(kv_valid, torch.Tensor):
+        raise TypeError(f"kv_valid must be a torch.Tensor, got {type(kv_valid).__name__}")
+    b, s = k.shape[:2]
+    if tuple(kv_valid.shape) != (b, s) or kv_valid.dtype != torch.bool:
+        raise ValueError(
+            f"kv_valid must be a [batch={b}, keys={s}] bool tensor, got "
+            f"{tuple(kv_valid.shape)} {kv_valid.dtype}"
+        )
+    if kv_valid.device != k.device:
+        raise ValueError(f"kv_valid is on {kv_valid.device}, key on {k.device}")
+
+
+def padding_mask(kv_valid: torch.Tensor, t: int) -> torch.Tensor:
+    """``[B, 1, T, S]`` bool mask of ``T`` queries aligned to the end of ``S`` keys that see
+    the earlier real keys: causal and ``kv_valid [B, S]``."""
+    s = kv_valid.shape[1]
+    pos = torch.arange(s - t, s, device=kv_valid.device)
+    causal = torch.arange(s, device=kv_valid.device)[None, :] <= pos[:, None]
+    return causal[None, None] & kv_valid[:, None, None, :]
+
+
 def _bool_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
     """``[B, 1|H, T, S]`` bool (True = attend) from a bool or additive float mask."""
     if mask is None or mask.dtype == torch.bool:
@@ -235,6 +264,7 @@ def dssa_attention(
     attention_mask: torch.Tensor | None = None,
     cache: CompressedKeyCache | None = None,
     layer_idx: int | None = None,
+    kv_valid: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Dense-sparse switchable attention (InfLLM-v2).
 
@@ -245,8 +275,11 @@ def dssa_attention(
     best-scoring blocks; all query heads of a GQA group share them). Queries are the
     last ``T`` positions of the ``S`` keys, so prefill (``T == S``), chunked prefill and
     decode (``T == 1`` over a KV cache) all go through here. On CUDA (or with
-    ``backend="triton"``) a full prefill without a padding mask runs
-    [selected_attention][lc_kernels.selected_attention.selected_attention] (Triton);
+    ``backend="triton"``) prefill, decode and chunked prefill without an
+    ``attention_mask`` (a ``kv_valid`` padding mask is fine) run
+    [selected_attention][lc_kernels.selected_attention.selected_attention] (Triton, no
+    host reads), except chunks of more than 16 queries with ``query_block > 1``, which
+    take the grouped path below. Elsewhere
     up to 16 queries (decode) gather each query's selected blocks, so a decode step
     costs ``O(topk * block_size)`` instead of ``O(S)``; with ``config.query_block > 1``
     (and no padding mask) each query group gathers its own blocks and runs one SDPA
@@ -279,6 +312,9 @@ def dssa_attention(
             ``layer_idx`` raises.
         layer_idx: index of the decoder layer (``None``: unknown), compared with
             ``config.dense_layers``.
+        kv_valid: optional ``[B, S]`` bool key padding mask (True = a real key), the
+            common case of a causal mask plus padding; unlike ``attention_mask`` it is
+            served by the Triton kernel. Give at most one of the two.
 
     Returns:
         ``[B, T, HQ, D]`` in ``query.dtype``. Differentiable in query, key and value (the
@@ -302,12 +338,15 @@ def dssa_attention(
         raise TypeError(f"config must be a DSSAConfig, got {type(config).__name__}")
     _check(query, key, value)
     _check_mask(attention_mask, query, key, per_head=False)
+    _check_kv_valid(kv_valid, attention_mask, key)
     if cache is not None:
         if not isinstance(cache, CompressedKeyCache):
             raise TypeError(f"cache must be a CompressedKeyCache, got {type(cache).__name__}")
         cache.bind_layer(layer_idx)
     t, s = query.shape[1], key.shape[1]
     sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if kv_valid is not None and (s < config.dense_len or not config.sparse_in_layer(layer_idx)):
+        attention_mask = padding_mask(kv_valid, t)
     if s < config.dense_len or not config.sparse_in_layer(layer_idx):
         return dense_attention(query, key, value, sc, attention_mask)
     if cache is not None and t == s:
@@ -321,8 +360,12 @@ def dssa_attention(
     if allowed_pad is not None and allowed_pad.shape[0] != query.shape[0]:
         allowed_pad = allowed_pad.expand(query.shape[0], -1, -1, -1)  # a view: batch 1
     use_triton = config.backend == "triton" or (config.backend == "auto" and query.is_cuda)
-    kernel = t == s and allowed_pad is None and use_triton
     shared = qb > 1 and allowed_pad is None and config.local_blocks >= 1
+    kernel = use_triton and allowed_pad is None
+    kernel = kernel and (t == s or t <= GATHER_MAX_QUERIES or not shared)
+    if kv_valid is not None and not kernel:  # the PyTorch paths take it as a mask
+        allowed_pad = padding_mask(kv_valid, t)
+        shared = False
     if shared and t > GATHER_MAX_QUERIES and not kernel:
         full = first_full_group(start, t, config) if config.topk_fraction else 0
         return grouped_selected_attention(
@@ -340,6 +383,8 @@ def dssa_attention(
             config.block_size,
             sc,
             backend="triton",
+            kv_valid=kv_valid,
+            check=False,  # the selection is causal by construction
         )
     if t <= GATHER_MAX_QUERIES:
         return _gathered_attention(
