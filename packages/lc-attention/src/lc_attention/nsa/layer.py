@@ -130,7 +130,7 @@ class NativeSparseAttention(nn.Module):
 
     def _decode(self, x: torch.Tensor, cache: NSACache) -> tuple[torch.Tensor, torch.Tensor]:
         """New tokens against the cache: incremental compression, selection and window."""
-        from lc_kernels import num_compressed
+        from lc_kernels import num_compressed, selected_attention
         from lc_kernels.compressed_attention.reference import block_overlap, topk_blocks_from_scores
 
         c = self.config
@@ -185,17 +185,21 @@ class NativeSparseAttention(nn.Module):
             idx = topk_blocks_from_scores(
                 scores, c.block_size, c.top_k, c.init_blocks, c.local_blocks, positions=pos
             )
-        keys = torch.arange(total, device=x.device)
-        chosen = torch.zeros(b, n, c.num_kv_heads, nb + 1, dtype=torch.bool, device=x.device)
-        chosen.scatter_(-1, torch.where(idx < 0, nb, idx).long(), True)
-        sel = chosen[..., keys // c.block_size] & (keys <= pos[:, None]).view(1, n, 1, total)
-        o_slc = masked_attention(qr, cache.k_rot, cache.v, sel, scale)
+        # selected blocks: lc-kernels' selected attention with queries aligned to the end of
+        # the cache (Triton on CUDA: only the chosen blocks are read)
+        o_slc = selected_attention(
+            qr.contiguous(), cache.k_rot, cache.v, idx.contiguous(), c.block_size,
+            order=c.kernel_order, check=False,
+        )  # fmt: skip
+        # window: only the last window_size + n - 1 keys can be seen
+        lo = max(0, total - n - c.window_size + 1)
+        keys = torch.arange(lo, total, device=x.device)
         win = (
             ((keys <= pos[:, None]) & (keys > pos[:, None] - c.window_size))
-            .view(1, n, 1, total)
-            .expand(b, n, 1, total)
+            .view(1, n, 1, total - lo)
+            .expand(b, n, 1, total - lo)
         )
-        o_win = masked_attention(qr, cache.k_rot, cache.v, win, scale)
+        o_win = masked_attention(qr, cache.k_rot[:, lo:], cache.v[:, lo:], win, scale)
 
         gt = torch.sigmoid(self.gate(x)).view(b, n, c.num_heads, 3, 1).to(q.dtype)
         o = gt[:, :, :, 0] * o_cmp + gt[:, :, :, 1] * o_slc + gt[:, :, :, 2] * o_win
