@@ -355,6 +355,19 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _register_no_attention() -> None:
+    """An attention function that returns zeros: the model's cost without attention,
+    the floor no sparse attention can go below (a timing probe, not a model)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    def none(module: Any, query: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[Any, None]:
+        return query.new_zeros(query.transpose(1, 2).shape), None
+
+    AttentionInterface.register("lc_no_attention", none)
+    AttentionMaskInterface.register("lc_no_attention", sdpa_mask)
+
+
 def speed_worker(args: argparse.Namespace) -> None:
     """One process per (mode, length), so each peak memory is its own. ``dense`` also
     decodes with LycheeDecode over its own prefilled cache (LycheeDecode's prefill is
@@ -371,6 +384,12 @@ def speed_worker(args: argparse.Namespace) -> None:
     if args.mode == "dssa":
         with enable_dssa(model, dssa_config()):
             res.update(_timed_generate(model, ids, cache, args.new))
+    elif args.mode == "no_attention":
+        _register_no_attention()
+        previous = model.config._attn_implementation
+        model.set_attn_implementation("lc_no_attention")
+        res.update(_timed_generate(model, ids, cache, args.new))
+        model.set_attn_implementation(previous)
     else:
         res.update(_timed_generate(model, ids, cache, args.new))
         res["peak_rss_mib_dense_only"] = round(_rss_mib() - base)
@@ -390,7 +409,7 @@ def speed_worker(args: argparse.Namespace) -> None:
 
 
 def speed(args: argparse.Namespace) -> None:
-    """Run the workers in turn (DSSA, then dense, per length); results appended to
+    """Run the workers in turn (DSSA, dense, no attention, per length); results appended to
     ``--records`` as ``speed`` rows (a finished (mode, length) is not run again)."""
     import subprocess
 
@@ -398,7 +417,7 @@ def speed(args: argparse.Namespace) -> None:
         (r["mode"], r["length"]) for r in load_records(args.records) if r.get("task") == "speed"
     }
     for length in args.lengths:
-        for mode in ("dssa", "dense"):
+        for mode in ("dssa", "dense", "no_attention"):
             if (mode, length) in done:
                 continue
             cmd = [sys.executable, __file__, "speed-worker", "--mode", mode, "--length",
@@ -425,7 +444,7 @@ def main() -> None:
     sp = sub.add_parser("speed", help="TTFT, decode speed and memory of generate()")
     sp.add_argument("--lengths", type=int, nargs="+", default=[16384, 32768])
     w = sub.add_parser("speed-worker", help=argparse.SUPPRESS)
-    w.add_argument("--mode", choices=("dense", "dssa"), required=True)
+    w.add_argument("--mode", choices=("dense", "dssa", "no_attention"), required=True)
     w.add_argument("--length", type=int, required=True)
     for p in (q, sp, w):
         p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
