@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lck_helpers import rel_rms
 
 from lc_kernels import selected_attention
@@ -148,6 +150,30 @@ def test_bad_shorter_query_inputs_raise():
         selected_attention(q, k, v, idx, 16, kv_valid=torch.ones(1, 4, dtype=torch.bool))
 
 
+@settings(max_examples=3, deadline=None)
+@given(
+    tk=st.integers(1, 40),
+    frac=st.floats(0.0, 1.0),
+    g=st.sampled_from([1, 3]),
+    pad=st.booleans(),
+    order=st.sampled_from(["fsa", "nsa"]),
+    seed=st.integers(0, 2**16),
+)
+def test_property_shorter_queries_and_padding(tk, frac, g, pad, order, seed, device):
+    """Any Tq <= Tk, with or without padding: Triton forward and backward match the reference."""
+    tq = max(1, round(frac * tk))
+    q, k, v, do, idx, valid = _case(seed, 1, tq, tk, 1, g, 16, 16, 2, pad and tk > 1)
+    q, k, v, do, idx = (x.to(device) for x in (q, k, v, do, idx))
+    valid = None if valid is None else valid.to(device)
+    ref = _fwd_bwd(
+        q.double(), k.double(), v.double(), do.double(), idx, 16, backend="torch", kv_valid=valid
+    )
+    got = _fwd_bwd(q, k, v, do, idx, 16, backend="triton", order=order, kv_valid=valid)
+    for name, a, r in zip(("o", "dq", "dk", "dv"), got, ref, strict=True):
+        assert torch.isfinite(a).all(), name
+        assert rel_rms(a, r) < 1e-4 or float(r.abs().max()) == 0.0, name
+
+
 # ----------------------------------------------------------------------------- check=False
 
 
@@ -244,3 +270,22 @@ def test_unchecked_triton_call_never_waits_for_the_device(order):
         selected_attention(q, k, v, idx, 64, **kw).backward(do.half())
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.parametrize(
+    ("backend", "order"), [("torch", "auto"), ("triton", "fsa"), ("triton", "nsa")]
+)
+def test_unchecked_ids_past_the_causal_limit_count_as_unused(backend, order, device):
+    """With ``check=False`` a future id, an id past the last block (which in the packed
+    layout of the FSA plan would name a block of the next batch row) or one below -1
+    selects nothing, as ``-1`` does."""
+    q, k, v, _, idx, _ = _case(9, 2, 6, 40, 1, 2, 16, 16, 3)
+    q, k, v, idx = (x.to(device) for x in (q, k, v, idx))
+    bad = idx.clone()
+    ids = torch.tensor([[5, 3, -7, 2, 9, 4], [3, -2, 2, 7, 1, 0]], device=idx.device)
+    bad[:, :, 0, 2] = ids
+    clean = torch.where((bad > 2) | (bad < -1), -1, bad)  # queries at keys 34..39: own block 2
+    kw = {"backend": backend, "order": order}
+    got = selected_attention(q, k, v, bad, 16, check=False, **kw)
+    want = selected_attention(q, k, v, clean, 16, **kw)
+    assert torch.equal(got, want)

@@ -128,7 +128,8 @@ def selected_attention(
             causality). These checks read the device (one host sync per call);
             ``check=False`` skips them, so a valid call makes no data-dependent host read
             and the torch backend traces under ``torch.compile(fullgraph=True)``. Ids past
-            the causal limit are then masked, not reported.
+            the causal limit (and below -1) then count as unused slots, not as errors;
+            bad ``cu_seqlens`` values give undefined results.
 
     Returns:
         ``[B, Tq, HQ, D]`` attention output in ``q.dtype``.
@@ -187,7 +188,15 @@ def selected_attention(
         num_blocks = b * -(-tk // block_size)
     cu_q = None if tq == tk else torch.arange(b + 1, device=q.device, dtype=torch.int64) * tq
     kvm = None if kv_valid is None else kv_valid.reshape(b * tk).to(torch.int8)
-    idx = dedup_indices(block_indices.reshape(b * tq, hkv, -1).to(torch.int32)).contiguous()
+    idx = block_indices.reshape(b * tq, hkv, -1).to(torch.int32)
+    if not check:  # unchecked ids past the causal limit become unused slots (device ops only)
+        if cu_seqlens is None:
+            pos = (torch.arange(tq, device=q.device) + (tk - tq)).repeat(b)
+        else:
+            _, pos = token_positions(cu, tq)
+        own = (pos // block_size).view(b * tq, 1, 1)
+        idx = torch.where((idx > own) | (idx < -1), -1, idx)
+    idx = dedup_indices(idx).contiguous()
     out = SelectedAttentionFunction.apply(
         q.reshape(b * tq, hq, d),
         k.reshape(b * tk, hkv, d),
