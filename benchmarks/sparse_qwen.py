@@ -188,7 +188,11 @@ def _append(path: pathlib.Path, recs: list[dict[str, Any]]) -> None:
 
 def quality(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
-    done = {(r["task"], r["length"], r["seed"], r["method"]) for r in load_records(args.records)}
+    done = {
+        (r["task"], r["length"], r["seed"], r["method"])
+        for r in load_records(args.records)
+        if r["task"] != "speed"
+    }
     model, tok = load(args.device)
     rm = RoleMap.load(args.roles)
     plan = [(t, n, s) for n in args.lengths for s in range(args.n) for t in args.tasks]
@@ -253,12 +257,73 @@ def summarize(recs: list[dict[str, Any]]) -> dict[str, Any]:
         if ppl:
             rows.append({"length": length, "task": "ppl_docs", **ppl})
     return {
+        "speed": speed_rows(recs),
         "model": f"{MODEL} (embedded GGUF, float32)",
         "machine": f"{platform.machine()}, CPU",
         "budget": "1/8 of the context (DSSA: of the blocks; LycheeDecode: topk positions)",
         "dssa_config": dssa_config().__dict__,
         "rows": rows,
     }
+
+
+def speed_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per length: TTFT (process CPU time, one thread), decode speed and peak memory of
+    dense, DSSA and LycheeDecode, with the ratios to dense and the no-attention floor."""
+    by = {(r["mode"], r["length"]): r for r in recs if r["task"] == "speed"}
+    rows = []
+    for length in sorted({n for _, n in by}):
+        d, x, z = (by.get((m, length)) for m in ("dense", "dssa", "no_attention"))
+        if d is None:
+            continue
+        row: dict[str, Any] = {
+            "length": length,
+            "dense_ttft_cpu_s": d["ttft_cpu_s"],
+            "dense_decode_tok_s": d["decode_tok_per_s_cpu"],
+            "lychee_decode_tok_s": d["lychee_decode_tok_per_s_cpu"],
+            "lychee_decode_speedup": d["lychee_decode_tok_per_s_cpu"] / d["decode_tok_per_s_cpu"],
+            "dense_peak_rss_mib_over_model": d["peak_rss_mib_dense_only"],
+        }
+        if x is not None:
+            row.update({
+                "dssa_ttft_cpu_s": x["ttft_cpu_s"],
+                "dssa_prefill_speedup": d["ttft_cpu_s"] / x["ttft_cpu_s"],
+                "dssa_decode_tok_s": x["decode_tok_per_s_cpu"],
+                "dssa_decode_speedup": x["decode_tok_per_s_cpu"] / d["decode_tok_per_s_cpu"],
+                "dssa_peak_rss_mib_over_model": x["peak_rss_mib_over_model"],
+            })  # fmt: skip
+        if z is not None:  # what is left when attention costs nothing
+            row.update({
+                "no_attention_ttft_cpu_s": z["ttft_cpu_s"],
+                "prefill_speedup_bound": d["ttft_cpu_s"] / z["ttft_cpu_s"],
+                "no_attention_decode_tok_s": z["decode_tok_per_s_cpu"],
+                "decode_speedup_bound": z["decode_tok_per_s_cpu"] / d["decode_tok_per_s_cpu"],
+            })  # fmt: skip
+        rows.append(row)
+    return rows
+
+
+def speed_markdown(rows: list[dict[str, Any]]) -> str:
+    """The speed rows as a markdown table (ratios to dense; bound: attention free)."""
+    f = lambda r, k, fmt: format(r[k], fmt) if k in r else "-"  # noqa: E731
+    x = lambda r, k: f"{r[k]:.2f}x" if k in r else "-"  # noqa: E731
+    lines = [
+        "| context | dense TTFT (CPU s) | DSSA TTFT | DSSA prefill speed-up | bound | "
+        "dense decode (tok/s) | DSSA decode | LycheeDecode decode | bound | "
+        "peak RSS over model, dense / DSSA (MiB) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['length'] // 1024}K | {f(r, 'dense_ttft_cpu_s', '.0f')} | "
+            f"{f(r, 'dssa_ttft_cpu_s', '.0f')} | {x(r, 'dssa_prefill_speedup')} | "
+            f"{x(r, 'prefill_speedup_bound')} | {f(r, 'dense_decode_tok_s', '.2f')} | "
+            f"{f(r, 'dssa_decode_tok_s', '.2f')} ({x(r, 'dssa_decode_speedup')}) | "
+            f"{f(r, 'lychee_decode_tok_s', '.2f')} ({x(r, 'lychee_decode_speedup')}) | "
+            f"{x(r, 'decode_speedup_bound')} | "
+            f"{f(r, 'dense_peak_rss_mib_over_model', 'd')} / "
+            f"{f(r, 'dssa_peak_rss_mib_over_model', 'd')} |"
+        )
+    return "\n".join(lines)
 
 
 def markdown(summary: dict[str, Any]) -> str:
@@ -285,6 +350,8 @@ def plot(summary: dict[str, Any], path: pathlib.Path) -> None:
 
     rows = [r for r in summary["rows"] if r["task"] != "ppl_docs"]
     lengths = sorted({r["length"] for r in rows})
+    if not lengths:
+        return
     fig, axes = plt.subplots(1, len(lengths), figsize=(4.5 * len(lengths), 3.4), squeeze=False)
     for ax, length in zip(axes[0], lengths, strict=True):
         tasks = [t for t in (*TASKS, "all") if any(r["task"] == t and r["length"] == length
@@ -308,12 +375,44 @@ def plot(summary: dict[str, Any], path: pathlib.Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def plot_speed(rows: list[dict[str, Any]], path: pathlib.Path) -> None:
+    """Speed-ups over dense per context length, beside the no-attention bound."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not rows:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    series = {
+        "prefill": [("DSSA", "dssa_prefill_speedup"), ("bound", "prefill_speedup_bound")],
+        "decode step": [("DSSA", "dssa_decode_speedup"), ("LycheeDecode", "lychee_decode_speedup"),
+                        ("bound", "decode_speedup_bound")],
+    }  # fmt: skip
+    for ax, (title, cols) in zip(axes, series.items(), strict=True):
+        for j, (label, key) in enumerate(cols):
+            xs = [i + (j - 1) * 0.25 for i in range(len(rows))]
+            ax.bar(xs, [r.get(key, 0.0) for r in rows], 0.25, label=label,
+                   color="0.7" if label == "bound" else f"C{j + 1}")  # fmt: skip
+        ax.axhline(1.0, color="C0", lw=1, label="dense")
+        ax.set_xticks(range(len(rows)), [f"{r['length'] // 1024}K" for r in rows])
+        ax.set_ylabel("speed-up over dense (CPU time)")
+        ax.set_title(f"Qwen2.5-Coder-0.5B {title}, 1 thread", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def summary_cmd(args: argparse.Namespace) -> None:
     s = summarize(load_records(args.records))
     out = args.records.parent / "sparse_qwen_quality.json"
     out.write_text(json.dumps(s, indent=1))
     plot(s, out.with_suffix(".png"))
+    plot_speed(s["speed"], out.with_name("sparse_qwen_speed.png"))
     print(markdown(s))
+    print()
+    print(speed_markdown(s["speed"]))
     for r in s["rows"]:
         if r["task"] == "ppl_docs":
             print(r)
