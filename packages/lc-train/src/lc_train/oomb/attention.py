@@ -2,8 +2,11 @@
 
 While a :class:`ChunkState` is active, every attention layer of the model attends its
 chunk's queries over the paged keys/values of all earlier chunks plus the chunk itself
-(:func:`lc_kernels.paged.paged_chunk_attention`), and either stores the chunk's keys and
-values into pages (first pass) or records them for the backward surrogate (second pass).
+(:func:`lc_kernels.paged.paged_chunk_attention`), and stores the chunk's keys and values
+into pages (first pass). In the second pass its backward adds to the chunk's own key and
+value gradients the gradient pages the later chunks accumulated for them, so the exact
+gradient flows through whatever autograd runs the layer (plain, or activation
+checkpointing with either reentrant setting).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from lc_kernels.paged import (
     PagePool,
     paged_chunk_attention_backward,
     paged_chunk_attention_forward,
+    paged_gather,
     paged_scatter,
 )
 from lc_train.oomb.offload import PageStager
@@ -48,7 +52,6 @@ class ChunkState:
     tables: list[torch.Tensor] = field(init=False)
     start: int = 0
     record: bool = False
-    recorded: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
     page_budget: int | None = None
     sink_pages: int = 1
     local_pages: int = 2
@@ -155,6 +158,16 @@ class ChunkState:
             if pages is not None:
                 self.stager.prefetch(target[0], pages, target[1])
 
+    def chunk_grads(
+        self, layer: int, start: int, end: int, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Key and value gradients ``[B, H_kv, end - start, D]`` that later chunks
+        accumulated for tokens ``[start, end)`` of ``layer`` (call :meth:`sync` first)."""
+        table = self.tables[layer]
+        gk = paged_gather(self.pools["gk"].storage, table, start, end)
+        gv = paged_gather(self.pools["gv"].storage, table, start, end)
+        return gk.to(device), gv.to(device)
+
     def sync(self) -> None:
         """Wait for gradient pages to be back in host memory (before reading them)."""
         if self.stager is not None:
@@ -236,9 +249,7 @@ def chunk_attention_forward(
     layer = cast(int, module.layer_idx)
     q, k, v = query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
     out = _PagedAttention.apply(q, k, v, state, layer, scaling)
-    if state.record:
-        state.recorded[layer] = (k, v)
-    else:
+    if not state.record:
         if state.page_budget is not None:
             state.store_summaries(layer, key)
         table = state.tables[layer]
@@ -256,7 +267,9 @@ class _PagedAttention(torch.autograd.Function):
 
     The past is fetched from :class:`ChunkState` in the forward *and again* in the
     backward (with gradient pages), so offloaded pages need not stay on the device
-    between the two.
+    between the two. The backward returns for the chunk's own keys and values the sum of
+    their gradient through this chunk's attention and the gradient pages of the later
+    chunks (complete by then: the chunks are back-propagated last first).
     """
 
     @staticmethod
@@ -272,7 +285,7 @@ class _PagedAttention(torch.autograd.Function):
         past = state.past(layer, q.transpose(1, 2))
         out, lse = paged_chunk_attention_forward(q, k, v, past, scale, state.backend)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.state, ctx.layer, ctx.scale = state, layer, scale
+        ctx.state, ctx.layer, ctx.scale, ctx.start = state, layer, scale, state.start
         return out
 
     @staticmethod
@@ -284,6 +297,9 @@ class _PagedAttention(torch.autograd.Function):
             q, k, v, out, lse, grad_out, past, ctx.scale, state.backend
         )
         state.done(ctx.layer, backward=True)
+        gk, gv = state.chunk_grads(ctx.layer, ctx.start, ctx.start + k.shape[1], dk.device)
+        dk = dk + gk.transpose(1, 2).to(dk.dtype)
+        dv = dv + gv.transpose(1, 2).to(dv.dtype)
         return dq, dk, dv, None, None, None
 
 

@@ -2,12 +2,12 @@
 
 Pass 1 runs the chunks in order without autograd and fills paged key/value memory.
 Pass 2 walks the chunks in reverse: it recomputes a chunk's forward with autograd,
-attending over the paged past, and back-propagates
-
-    loss_chunk + sum_layers <K_chunk, dL/dK_chunk> + <V_chunk, dL/dV_chunk>
-
-where ``dL/dK_chunk`` and ``dL/dV_chunk`` were accumulated into gradient pages by the
-later chunks that attended to this chunk's keys and values. The gradients that reach the
+attending over the paged past, and back-propagates ``loss_chunk``; each attention layer's
+backward adds to the chunk's key and value gradients ``dL/dK_chunk`` and ``dL/dV_chunk``
+that the later chunks attending to them accumulated into gradient pages. The extra
+gradient enters inside the attention's own backward, not through a surrogate term, so it
+reaches the parameters also when the layers run under activation checkpointing
+(reentrant or not). The gradients that reach the
 parameters are therefore exactly those of ordinary full-sequence back-propagation, while
 activations are kept for one chunk at a time.
 """
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from lc_kernels.paged import PageLayout, paged_gather
+from lc_kernels.paged import PageLayout
 from lc_train.oomb.attention import _ACTIVE, ATTN_NAME, ChunkState, register
 from lc_train.oomb.checks import check_run
 from lc_train.oomb.config import ChunkRecurrentConfig
@@ -171,7 +171,6 @@ def chunk_recurrent_backward(
             for i, (start, end) in reversed(list(enumerate(chunks))):  # pass 2: recompute
                 state.start = start  # and back-propagate, last chunk first
                 state.next_start = chunks[i - 1][0] if i > 0 else None
-                state.recorded.clear()
                 hidden = base(
                     input_ids=input_ids[:, start:end],
                     position_ids=positions[:, start:end],
@@ -187,19 +186,10 @@ def chunk_recurrent_backward(
                     )
                     / num_targets
                 )
-                surrogate = loss
                 state.sync()  # gradient pages written back by the later chunks
-                for layer, (k, v) in state.recorded.items():
-                    table = state.tables[layer]
-                    gk = paged_gather(state.pools["gk"].storage, table, start, end).to(device)
-                    gv = paged_gather(state.pools["gv"].storage, table, start, end).to(device)
-                    surrogate = (
-                        surrogate + (k * gk.transpose(1, 2)).sum() + (v * gv.transpose(1, 2)).sum()
-                    )
-                surrogate.backward()
+                loss.backward()  # the attention backward adds those pages
                 total += loss.detach()
-                del hidden, logits, loss, surrogate
-                state.recorded.clear()
+                del hidden, logits, loss
     finally:
         _ACTIVE.reset(token)
     selections = None
