@@ -78,3 +78,40 @@ def test_key_padding_reads_the_padding_row_of_a_causal_mask() -> None:
     assert torch.equal(key_padding(wide, 2, 50), kv)  # a preallocated mask is cut to the keys
     assert key_padding(padding_mask(kv[:1], 5), 3, 50).shape == (3, 50)  # batch-1 mask
     assert key_padding(None, 2, 50) is None
+
+
+def test_generate_decodes_through_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``generate()`` under ``enable_dssa`` with the Triton backend: every sparse decode
+    step calls lc-kernels' selected attention with one query, and the tokens equal those
+    of the PyTorch backend."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    import lc_attention.dssa.attention as dssa_mod
+    from lc_attention.hf import enable_dssa
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        eos_token_id=None, attn_implementation="sdpa",
+    )  # fmt: skip
+    model = LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(0, 64, (1, 66), generator=torch.Generator().manual_seed(3))
+    calls: list[tuple[int, int]] = []
+    real = dssa_mod.selected_attention
+
+    def spy(q: torch.Tensor, k: torch.Tensor, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append((q.shape[1], k.shape[1]))
+        return real(q, k, *args, **kwargs)
+
+    monkeypatch.setattr(dssa_mod, "selected_attention", spy)
+    out = {}
+    for backend in ("torch", "triton"):
+        with (
+            torch.no_grad(),
+            enable_dssa(model, DSSAConfig(**{**CFG.__dict__, "backend": backend})),
+        ):
+            out[backend] = model.generate(ids, max_new_tokens=2, do_sample=False)
+    assert torch.equal(out["triton"], out["torch"])
+    assert calls[0] == (66, 66)  # the prefill
+    assert calls[1:] == [(1, 67)]  # the decode step: one query
