@@ -91,13 +91,44 @@ def test_generate_run_report(tmp_path) -> None:
     assert "| niah_single | 1.0 | 4 | 0.0 |" in res.output
     for name in ["summary.json", "summary.md", "accuracy_vs_length.png", "heatmap_niah_single.png"]:
         assert (tmp_path / "rep" / name).exists()
-    # rerun: nothing redone, still 8 lines
+    # rerun of the same system: nothing redone, still 8 lines
     res = runner.invoke(
         app,
-        ["run", str(suite), "--system", f"{tmp_path / 'mysys.py'}:oracle", "--out", str(results)],
+        [
+            "run",
+            str(suite),
+            "--system",
+            f"{tmp_path / 'mysys.py'}:deep_miss",
+            "--out",
+            str(results),
+        ],
     )
     assert res.exit_code == 0
+    assert "| niah_single | 600 | 4 | 50.0 |" in res.output
     assert len(results.read_text().splitlines()) == 8
+    # another system into the same file: refused, not scored with deep_miss's results
+    oracle = [
+        "run",
+        str(suite),
+        "--system",
+        f"{tmp_path / 'mysys.py'}:oracle",
+        "--out",
+        str(results),
+    ]
+    res = runner.invoke(app, oracle)
+    assert res.exit_code == 2
+    assert "8 result(s) were produced by another system" in res.output
+    assert "Traceback" not in res.output
+    res = runner.invoke(app, [*oracle, "--rerun-stale"])
+    assert res.exit_code == 0, res.output
+    assert "| niah_single | 600 | 4 | 100.0 |" in res.output
+    assert len(results.read_text().splitlines()) == 8
+    manifest = json.loads((tmp_path / "results.manifest.json").read_text())
+    # the refused run evaluated nothing and is not in the manifest
+    assert [r["system"] for r in manifest["runs"]] == ["mysys:deep_miss"] * 2 + ["mysys:oracle"]
+    assert [(r["reused"], r["evaluated"]) for r in manifest["runs"]] == [(0, 8), (8, 0), (0, 8)]
+    assert {r["status"] for r in manifest["runs"]} == {"completed"}
+    assert manifest["runs"][0]["suite"]["items"] == 8
 
 
 def test_run_against_an_endpoint(tmp_path) -> None:

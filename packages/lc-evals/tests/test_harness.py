@@ -50,7 +50,7 @@ def _ids(path) -> list[str]:
 def test_interrupted_run_resumes_each_item_exactly_once(tmp_path, items, workers) -> None:
     path = tmp_path / "results.jsonl"
     with pytest.raises(Crash):
-        run(CrashAfter(7), items, path, workers=workers)
+        run(CrashAfter(7), items, path, workers=workers, system_id="oracle")
     first = _ids(path)
     assert len(first) == 7  # every call that finished before the crash was recorded
     calls = []
@@ -59,7 +59,8 @@ def test_interrupted_run_resumes_each_item_exactly_once(tmp_path, items, workers
         calls.append(item.id)
         return oracle(item)
 
-    results = run(counting, items, path, workers=workers)
+    # another callable: it declares the oracle's identity, or its results are refused
+    results = run(counting, items, path, workers=workers, system_id="oracle")
     assert sorted(calls) == sorted(
         set(i.id for i in items) - set(first)
     )  # finished items not redone
@@ -68,7 +69,7 @@ def test_interrupted_run_resumes_each_item_exactly_once(tmp_path, items, workers
     assert [r.id for r in results] == [i.id for i in items]
     assert all(r.score == 1.0 for r in results)
     # a third run has nothing to do
-    assert run(CrashAfter(0), items, path) == results
+    assert run(CrashAfter(0), items, path, system_id="oracle") == results
 
 
 def test_chat_model_receives_context_and_question(items) -> None:

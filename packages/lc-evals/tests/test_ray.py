@@ -28,10 +28,12 @@ def test_ray_executor_resumes_like_the_local_one(tmp_path) -> None:
     try:
         path = tmp_path / "r.jsonl"
         with pytest.raises(Exception, match="niah_single-1-2"):
-            lc_evals.run(answer_or_boom, items, path, executor=ex)
+            lc_evals.run(answer_or_boom, items, path, executor=ex, system_id="oracle")
         first = [json.loads(x)["id"] for x in path.read_text().splitlines()]
         assert first == ["niah_single-1-0", "niah_single-1-1"]
-        results = lc_evals.run(lambda item: item.answers[0], items, path, executor=ex)
+        results = lc_evals.run(
+            lambda item: item.answers[0], items, path, executor=ex, system_id="oracle"
+        )
         assert [r.score for r in results] == [1.0] * 4
         ids = [json.loads(x)["id"] for x in path.read_text().splitlines()]
         assert sorted(ids) == sorted(i.id for i in items)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from lc_evals.errors import ResultsFileError
+from lc_evals.errors import ResultsFileError, ResultsFileWarning, StaleResultsError
 from lc_evals.executors import Executor, RayExecutor, SerialExecutor, ThreadExecutor
+from lc_evals.fingerprint import item_fingerprint, suite_fingerprint
 from lc_evals.harness import as_predictor, render_prompt, run
 from lc_evals.icl import ICL_TASKS, check_label, fit_shots, make_icl_items
+from lc_evals.manifest import read_manifest
 from lc_evals.registry import TaskSpec, available_tasks, generate, register_task, task_spec
 from lc_evals.report import format_table, plot_accuracy_vs_length, plot_niah_heatmap, summarize
 from lc_evals.results import Result, load_results, load_suite, read_jsonl, write_suite
@@ -54,7 +56,9 @@ __all__ = [
     "RayExecutor",
     "Result",
     "ResultsFileError",
+    "ResultsFileWarning",
     "SerialExecutor",
+    "StaleResultsError",
     "TaskItem",
     "TaskSpec",
     "ThreadExecutor",
@@ -72,6 +76,7 @@ __all__ = [
     "format_table",
     "generate",
     "get_scorer",
+    "item_fingerprint",
     "load_results",
     "load_suite",
     "make_icl_items",
@@ -79,6 +84,7 @@ __all__ = [
     "plot_accuracy_vs_length",
     "plot_niah_heatmap",
     "read_jsonl",
+    "read_manifest",
     "register_task",
     "render_prompt",
     "rouge_l",
@@ -86,6 +92,7 @@ __all__ = [
     "score",
     "score_abstention",
     "score_docqa",
+    "suite_fingerprint",
     "summarize",
     "task_spec",
     "token_f1",

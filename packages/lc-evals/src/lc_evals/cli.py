@@ -23,7 +23,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from lc_evals.endpoint import EndpointError, OpenAIChatModel
-from lc_evals.errors import ResultsFileError
+from lc_evals.errors import ResultsFileError, StaleResultsError
 
 app = typer.Typer(
     name="lc-evals",
@@ -42,6 +42,7 @@ EXPECTED = (
     AttributeError,
     EndpointError,
     ResultsFileError,
+    StaleResultsError,
 )
 
 
@@ -193,8 +194,20 @@ def run_command(
     temperature: Annotated[
         float | None, typer.Option(help="sampling temperature sent to chat models")
     ] = None,
+    rerun_stale: Annotated[
+        bool,
+        typer.Option(
+            "--rerun-stale",
+            help="results in --out made by another system, settings or suite are moved to "
+            "<stem>.stale.jsonl and evaluated again (default: refuse)",
+        ),
+    ] = False,
 ) -> None:
-    """Evaluate a system on a suite; finished items are never redone."""
+    """Evaluate a system on a suite; finished items are never redone.
+
+    A result in --out is reused only if it was produced from the same item by the same
+    system and settings; a run manifest is written beside it (<stem>.manifest.json).
+    """
     from lc_evals.harness import run
     from lc_evals.report import format_table, summarize
     from lc_evals.results import load_suite
@@ -220,6 +233,7 @@ def run_command(
         workers=workers,
         scorer=scorer,
         progress=sys.stderr.isatty(),
+        on_mismatch="rerun" if rerun_stale else "error",
         **chat_options,
     )
     typer.echo(format_table(summarize(results)))

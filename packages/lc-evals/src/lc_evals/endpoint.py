@@ -62,6 +62,10 @@ class OpenAIChatModel:
         self.retries = retries
         self.defaults = defaults
 
+    def identity(self) -> dict[str, Any]:
+        """What produced a reply: the endpoint, the model name and the default options."""
+        return {"endpoint": self.url, "model": self.model, "defaults": dict(self.defaults)}
+
     def chat(self, messages: Sequence[Message], **options: Any) -> str:
         """Send ``messages`` and return the assistant's reply text."""
         payload = {"model": self.model, "messages": list(messages), **self.defaults, **options}

@@ -6,20 +6,26 @@ made by :func:`render_prompt`) or any callable ``(TaskItem) -> str``.
 Results are appended to ``results_path`` one line per finished item, in completion
 order, flushed at once. Rerunning with the same file skips the items already in it, so
 an interrupted run resumes without redoing finished work and the file holds every item
-exactly once.
+exactly once. A line is reused only if its fingerprints say it was produced from the
+same item by the same system and settings; a run manifest beside the file records who
+ran what, where and when.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from lc_evals.errors import StaleResultsError
 from lc_evals.executors import Executor, make_executor
-from lc_evals.results import Result, load_results
+from lc_evals.fingerprint import declared_identity, item_fingerprint, run_fingerprint
+from lc_evals.manifest import RunManifest
+from lc_evals.results import Result, load_results, repair_torn_tail
 from lc_evals.scorers import Scorer, default_scorer_name, get_scorer
 from lc_evals.types import ChatModel, TaskItem
 
@@ -91,6 +97,33 @@ def _resolve_scorer(item: TaskItem, scorer: str | Scorer | None) -> tuple[str, S
     return getattr(scorer, "__name__", "custom"), scorer
 
 
+OnMismatch = Literal["error", "rerun"]
+
+
+def _stale_reason(result: Result, item_hash: str, run_hash: str) -> str | None:
+    if not result.item_hash or not result.run_hash:
+        return "no fingerprint"
+    if result.item_hash != item_hash:
+        return "item"
+    if result.run_hash != run_hash:
+        return "system"
+    return None
+
+
+def _set_aside(path: Path, keep: list[Result], stale: list[Result]) -> Path:
+    """Rewrite ``path`` with ``keep`` only; append ``stale`` to ``<stem>.stale.jsonl``."""
+    aside = path.with_name(path.stem + ".stale.jsonl")
+    with aside.open("a", encoding="utf-8") as fh:
+        for r in stale:
+            fh.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for r in keep:
+            fh.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return aside
+
+
 def run(
     system: System | Any,
     items: Sequence[TaskItem],
@@ -101,9 +134,19 @@ def run(
     scorer: str | Scorer | None = None,
     progress: bool = False,
     template: str = PROMPT_TEMPLATE,
+    system_id: Any = None,
+    on_mismatch: OnMismatch = "error",
+    manifest: bool = True,
     **chat_options: Any,
 ) -> list[Result]:
     """Evaluate ``system`` on ``items``; return one :class:`Result` per item, in suite order.
+
+    Every result records two fingerprints: one of its item (task, context, question,
+    answers and metadata, which hold the seed, options and tokenizer) and one of the run
+    (the system's identity, the template for chat models, ``chat_options`` and the
+    scorer). Resuming from ``results_path`` reuses a line only when both match the
+    current item and run. A truncated last line (a writer killed mid-line) is dropped
+    with a :class:`~lc_evals.errors.ResultsFileWarning`; everything before it is kept.
 
     Args:
         system: a ChatModel or a callable ``(TaskItem) -> str``.
@@ -115,12 +158,21 @@ def run(
         scorer: scorer name or function; default: each task's default scorer.
         progress: show a progress bar (rich).
         template: prompt template for chat models (``{context}``, ``{question}``).
+        system_id: the system's identity for the fingerprint (anything JSON-serializable);
+            default: its ``identity`` attribute or method, else its import path.
+        on_mismatch: what to do with results in the file that another item or run
+            produced: ``"error"`` raises :class:`~lc_evals.errors.StaleResultsError`;
+            ``"rerun"`` moves them to ``<stem>.stale.jsonl`` and evaluates those items
+            again.
+        manifest: write ``<stem>.manifest.json`` beside ``results_path`` (see
+            :mod:`lc_evals.manifest`).
         **chat_options: passed to ``ChatModel.chat`` (``max_tokens``, ``temperature`` ...).
 
     Raises:
         ValueError: duplicate item ids; :class:`~lc_evals.errors.ResultsFileError` for a
-            corrupt results file. An exception raised by the system propagates after the
-            results finished so far have been written.
+            corrupt results file; :class:`~lc_evals.errors.StaleResultsError` for results
+            of other items or systems. An exception raised by the system propagates after
+            the results finished so far have been written.
 
     Examples:
         >>> import lc_evals
@@ -133,17 +185,62 @@ def run(
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(f"item ids must be unique within a suite; duplicated: {dup[:5]}")
+    if on_mismatch not in ("error", "rerun"):
+        raise ValueError(f"on_mismatch must be 'error' or 'rerun', got {on_mismatch!r}")
+    is_chat = isinstance(system, ChatModel)
     predict = _Timed(as_predictor(system, template=template, **chat_options))
+    identity = system_id if system_id is not None else declared_identity(system)
+    scorer_id = (
+        None if scorer is None else scorer if isinstance(scorer, str) else declared_identity(scorer)
+    )
+    run_hash = run_fingerprint(
+        identity,
+        template=template if is_chat else None,
+        chat_options=dict(chat_options),
+        scorer=scorer_id,
+    )
+    item_hashes = {item.id: item_fingerprint(item) for item in items}
     done: dict[str, Result] = {}
     path = Path(results_path) if results_path is not None else None
     if path is not None and path.exists():
-        done = {r.id: r for r in load_results(path)}
+        repair_torn_tail(path)
+        previous = load_results(path)
+        stale: list[tuple[Result, str]] = []
+        for r in previous:
+            if r.id not in item_hashes:
+                continue  # another suite's result: left alone
+            reason = _stale_reason(r, item_hashes[r.id], run_hash)
+            if reason is None:
+                done[r.id] = r
+            else:
+                stale.append((r, reason))
+        if stale:
+            if on_mismatch == "error":
+                raise StaleResultsError(str(path), [r.id for r, _ in stale], stale[0][1])
+            stale_ids = {r.id for r, _ in stale}
+            _set_aside(path, [r for r in previous if r.id not in stale_ids], [r for r, _ in stale])
     todo = [item for item in items if item.id not in done]
     runner = make_executor(executor, workers)
     lock = threading.Lock()
     fh = None
+    record: RunManifest | None = None
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        if manifest:
+            record = RunManifest.start(
+                path,
+                system=identity,
+                run_hash=run_hash,
+                settings={
+                    "template": template if is_chat else None,
+                    "chat_options": dict(chat_options),
+                    "scorer": scorer_id,
+                    "executor": executor if isinstance(executor, str) else type(executor).__name__,
+                    "workers": workers,
+                },
+                items=items,
+                reused=len(done),
+            )
         fh = path.open("a", encoding="utf-8")
     bar = None
     if progress and todo:
@@ -152,6 +249,8 @@ def run(
         bar = Progress(transient=False)
         bar.start()
         task_id = bar.add_task("evaluating", total=len(todo))
+    status = "failed"
+    evaluated = 0
     try:
         for item, (prediction, latency) in runner.imap_unordered(predict, todo):
             name, fn = _resolve_scorer(item, scorer)
@@ -164,17 +263,26 @@ def run(
                 answers=item.answers,
                 latency_s=latency,
                 metadata=item.metadata,
+                item_hash=item_hashes[item.id],
+                run_hash=run_hash,
             )
             with lock:
                 if fh is not None:
                     fh.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
                     fh.flush()
                 done[item.id] = result
+                evaluated += 1
             if bar is not None:
                 bar.advance(task_id)
+        status = "completed"
+    except BaseException as exc:
+        status = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+        raise
     finally:
         if fh is not None:
             fh.close()
         if bar is not None:
             bar.stop()
+        if record is not None:
+            record.finish(status=status, evaluated=evaluated)
     return [done[i] for i in ids]

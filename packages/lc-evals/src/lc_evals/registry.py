@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from lc_evals.fingerprint import tokenizer_identity
 from lc_evals.types import TaskItem, Tokenizer
 
 Generator = Callable[..., list[TaskItem]]
@@ -107,13 +108,15 @@ def generate(
         length: target context length in tokens of ``tokenizer`` (characters if ``None``).
             The context never exceeds it and, for a few hundred tokens or more, lands
             within 1% of it.
-        seed: explicit seed; the same arguments always give the same items, and item
+        seed: explicit seed (>= 0); the same arguments always give the same items, and item
             ``i`` does not depend on ``n``.
         tokenizer: anything with ``encode(text) -> list[int]``.
         **options: task options, e.g. ``haystack``, ``value_kind``, ``depth`` for NIAH.
 
     Returns:
-        ``n`` :class:`~lc_evals.types.TaskItem` with ids ``"<task>-<seed>-<index>"``.
+        ``n`` :class:`~lc_evals.types.TaskItem` with ids ``"<task>-<seed>-<index>"``;
+        with a tokenizer, ``metadata["tokenizer"]`` names it
+        (:func:`~lc_evals.fingerprint.tokenizer_identity`).
 
     Raises:
         ValueError: unknown task (the message lists valid names), bad option values,
@@ -129,12 +132,17 @@ def generate(
         raise ValueError(f"n must be a positive integer, got {n!r}")
     if not isinstance(length, int) or isinstance(length, bool) or length < 1:
         raise ValueError(f"length must be a positive integer, got {length!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0 (as for every task), got {seed!r}")
     params = inspect.signature(spec.generator).parameters
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         allowed = [k for k in params if k not in ("n", "length", "seed", "tokenizer")]
         unknown = sorted(set(options) - set(allowed))
         if unknown:
             raise ValueError(f"task {task!r} got unknown option(s) {unknown}; allowed: {allowed}")
-    return spec.generator(n=n, length=length, seed=seed, tokenizer=tokenizer, **options)
+    items = spec.generator(n=n, length=length, seed=seed, tokenizer=tokenizer, **options)
+    if tokenizer is not None:
+        ident = tokenizer_identity(tokenizer)
+        for item in items:  # part of the item's fingerprint: lengths depend on it
+            item.metadata.setdefault("tokenizer", ident)
+    return items

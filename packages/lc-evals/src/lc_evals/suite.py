@@ -11,6 +11,14 @@ from lc_evals.registry import generate, task_spec
 from lc_evals.types import TaskItem, Tokenizer
 
 
+def _depth_label(depth: float, depths: Sequence[float]) -> str:
+    """``0.5`` -> ``"0.5"``; the shortest form that tells ``depth`` from every other depth."""
+    short = f"{depth:g}"
+    if sum(f"{d:g}" == short for d in depths) > 1:
+        return repr(float(depth))
+    return short
+
+
 def make_suite(
     tasks: Sequence[str],
     lengths: Sequence[int],
@@ -23,7 +31,8 @@ def make_suite(
 ) -> list[TaskItem]:
     """Items for every (task, length[, depth]) cell, ``n`` per cell.
 
-    Ids are ``"<task>/L<length>[/d<depth>]/<index>"``; with ``depths`` the ``depth`` option
+    Ids are ``"<task>/L<length>[/d<depth>]/<index>"``, unique in the suite (repeated
+    tasks, lengths or depths are refused); with ``depths`` the ``depth`` option
     is set per cell for tasks that take one (NIAH, ``kv_retrieval``); other tasks get one
     cell per length. The same
     ``seed`` is used in every cell, so a cell differs from another only in its length or
@@ -36,6 +45,12 @@ def make_suite(
     """
     if not tasks or not lengths:
         raise ValueError("a suite needs at least one task and one length")
+    for name, values in (("tasks", tasks), ("lengths", lengths), ("depths", depths or [])):
+        repeated = sorted({v for v in values if list(values).count(v) > 1}, key=str)
+        if repeated:
+            raise ValueError(
+                f"make_suite {name} must not repeat (ids would clash), repeated: {repeated}"
+            )
     items: list[TaskItem] = []
     for task in tasks:
         params = inspect.signature(task_spec(task).generator).parameters
@@ -51,7 +66,7 @@ def make_suite(
                 cell = f"{task}/L{length}"
                 if depth is not None:
                     opts["depth"] = depth
-                    cell += f"/d{depth:g}"
+                    cell += f"/d{_depth_label(depth, depths or [])}"
                 for item in generate(
                     task, n=n, length=length, seed=seed, tokenizer=tokenizer, **opts
                 ):
