@@ -286,12 +286,13 @@ def icl_noisy_pool(
 ) -> list[TaskItem]:
     """Registered task ``icl_noisy_pool``: one query per item, the pool as context.
 
-    The context lists the pool's shots (in pool order) while they fit in ``length``;
+    The context lists the pool's shots (in pool order) while they fit in ``length``
+    (a ``length`` that the whole pool cannot fill to within 1% is refused);
     ``metadata["pool"]`` holds the whole pool as dicts (with ``kind``), so a context
     construction method can pick shots and rebuild the prompt with :func:`format_shots`.
 
     Examples:
-        >>> item = icl_noisy_pool(1, 4000, seed=0, pool_size=40)[0]
+        >>> item = icl_noisy_pool(1, 2000, seed=0, pool_size=40)[0]
         >>> item.answers[0] in POOL_LABELS and len(item.metadata["pool"]) == 40
         True
     """
@@ -308,6 +309,13 @@ def icl_noisy_pool(
             break
         shots.append(format_example(e.text, e.label))
     context = "\n\n".join(shots)
+    if len(shots) == len(pool.examples) and measure(context) < 0.99 * length:
+        per_shot = max(1, measure(context) // max(1, len(shots)))
+        raise ValueError(
+            f"icl_noisy_pool: the whole pool (pool_size={pool_size}) is only "
+            f"{measure(context)} {unit} long, short of the target length {length}; "
+            f"raise pool_size to about {int(length / per_shot) + 1} or lower the length"
+        )
     pool_dicts = [e.to_dict() for e in pool.examples]
     return [
         build_item(

@@ -28,6 +28,11 @@ PROMPT_STYLES: tuple[str, ...] = ("plain", "description", "automaton", "word_sal
 MAX_SHOTS = 100
 QUESTION = "Output:"
 
+_MAZE_CELLS = (
+    "Cells sit two characters apart in the drawing: a move goes from one cell to the "
+    "next, two characters up, down, left or right, and the character between the two "
+    "cells is # where a wall separates them."
+)
 _BINARY_FORMAT = "Answer 1 if it does and 0 if it does not."
 
 DESCRIPTIONS: dict[str, str] = {
@@ -44,11 +49,14 @@ DESCRIPTIONS: dict[str, str] = {
     "path. Decide whether the path visits every vertex exactly once, moving only along "
     "edges, and returns to its first vertex through an edge. " + _BINARY_FORMAT,
     "maze_complete": "Each input is a maze (# is a wall) whose route from S to E is marked "
-    "with *, except a few cells marked ?. Decide whether the missing moves lead from "
+    "with *, except a few cells marked ?. "
+    + _MAZE_CELLS
+    + " Decide whether the missing moves lead from "
     "the marked cell before the ? cells through them to the marked cell after them, "
     "one cell per move. " + _BINARY_FORMAT,
-    "maze_solve": "Each input is a maze (# is a wall) and a list of moves. Decide whether the "
-    "moves, one cell each, lead from S to E without crossing a wall. " + _BINARY_FORMAT,
+    "maze_solve": "Each input is a maze (# is a wall) and a list of moves. " + _MAZE_CELLS + " "
+    "Decide whether the moves, one cell each, lead from S to E without crossing a wall. "
+    + _BINARY_FORMAT,
     "vending_machine": "A vending machine accepts coins of 5 and 10 and sells coffee for 15, "
     "a biscuit for 20 and soda for 25. Each input lists what happened, starting from a "
     "balance of 0, followed by = and a balance. Decide whether that is the balance "
@@ -140,6 +148,8 @@ def _check_args(task: str, n: int, shots: int, style: str) -> None:
     get_task(task)
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
+    if isinstance(shots, bool) or not isinstance(shots, int):
+        raise ValueError(f"shots must be an integer in [0, {MAX_SHOTS}], got {shots!r}")
     if not 0 <= shots <= MAX_SHOTS:
         raise ValueError(f"shots must lie in [0, {MAX_SHOTS}], got {shots}")
     if style not in PROMPT_STYLES:

@@ -11,14 +11,26 @@ with ``type`` one of ``words``, ``numbers``, ``uuids``. Variants:
 
 The first (target) needle goes at ``depth`` (fraction of the haystack before it, 0-1);
 ``depth=None`` draws it from the item's seeded stream. Other needles get random depths.
+
+Every needle value occurs in the context once, in its own needle: values are distinct
+across needles and never a word of a key, of the needle template or of the repeated
+filler; essay sentences and distractor needles that would state a value are skipped.
 """
 
 from __future__ import annotations
 
 import random
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from lc_evals.haystack import HAYSTACKS, essay_sentences, needle_sentences, repeat_sentences
+from lc_evals.haystack import (
+    HAYSTACKS,
+    REPEAT_BLOCK,
+    essay_sentences,
+    needle_sentences,
+    repeat_sentences,
+)
 from lc_evals.length import Insert, fit_context, length_unit, make_measure
 from lc_evals.tasks._common import (
     VALUE_KINDS,
@@ -42,20 +54,80 @@ def needle_text(key: str, value: str, value_kind: str) -> str:
     return NEEDLE_TEMPLATE.format(type=VALUE_TYPE_NAMES[value_kind], key=key, value=value)
 
 
-def _haystack(kind: str, rng: random.Random, value_kind: str, taken_keys: set[str]) -> Any:
+_TEMPLATE_WORDS = frozenset(
+    w.lower() for w in re.findall(r"[A-Za-z]+", NEEDLE_TEMPLATE + " words numbers uuids")
+)
+_REPEAT_WORDS = frozenset(w.lower() for w in re.findall(r"[A-Za-z]+", " ".join(REPEAT_BLOCK)))
+
+
+def _word_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
+    alternatives = sorted({re.escape(w) for w in words}, key=len, reverse=True)
+    if not alternatives:
+        return None
+    return re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")(?!\w)", re.I)
+
+
+def avoiding(sentences: Iterator[str], words: Iterable[str]) -> Iterator[str]:
+    """The sentences of ``sentences`` that contain none of ``words`` as a whole word.
+
+    Keeps every needle value unique in its context: filler never states an answer.
+
+    Raises:
+        ValueError: 10,000 sentences in a row contained one of the words.
+    """
+    pattern = _word_pattern(words)
+    if pattern is None:
+        yield from sentences
+        return
+    rejected = 0
+    for sentence in sentences:
+        if pattern.search(sentence):
+            rejected += 1
+            if rejected > 10_000:
+                raise ValueError(
+                    f"the haystack keeps stating a needle value ({sorted(set(words))[:5]}); "
+                    "choose another haystack or value_kind"
+                )
+            continue
+        rejected = 0
+        yield sentence
+
+
+def _haystack(
+    kind: str,
+    rng: random.Random,
+    value_kind: str,
+    taken_keys: set[str],
+    answers: set[str],
+) -> Iterator[str]:
     if kind == "repeat":
         return repeat_sentences()
     if kind == "essay":
-        return essay_sentences(rng)
+        return avoiding(essay_sentences(rng), answers)
+    answer_words = {a.lower() for a in answers}
 
     def distractor() -> str:
         while True:
             key = make_key(rng)
-            if key not in taken_keys:
+            if key not in taken_keys and not set(key.lower().split("-")) & answer_words:
                 break
-        return needle_text(key, make_value(rng, value_kind), value_kind)
+        while True:
+            value = make_value(rng, value_kind)
+            if value.lower() not in answer_words:
+                break
+        return needle_text(key, value, value_kind)
 
     return needle_sentences(distractor)
+
+
+def _forbidden_values(haystack: str, keys: Sequence[str]) -> set[str]:
+    """Words a needle value must not be: they occur in the context anyway."""
+    out = set(_TEMPLATE_WORDS)
+    for key in keys:
+        out.update(key.lower().split("-"))
+    if haystack == "repeat":
+        out |= _REPEAT_WORDS
+    return out
 
 
 def _niah(
@@ -83,14 +155,18 @@ def _niah(
         rng = item_rng(task, seed, index)
         keys = distinct(rng, make_key, num_keys)
         needles: list[tuple[str, str]] = []  # (key, value), target needle(s) first
+        taken = _forbidden_values(haystack, keys)  # every value unique in the context
         for key in keys:
-            for value in distinct(rng, lambda r: make_value(r, value_kind), values_per_key):
+            for value in distinct(
+                rng, lambda r: make_value(r, value_kind), values_per_key, exclude=taken
+            ):
+                taken.add(value)
                 needles.append((key, value))
         # needle order: the queried needles first, so the first one is the depth-controlled one
         depths = [float(depth) if depth is not None else rng.random()]
         depths += [rng.random() for _ in needles[1:]]
         inserts = [Insert(needle_text(k, v, value_kind), d) for (k, v), d in zip(needles, depths)]
-        sentences = _haystack(haystack, rng, value_kind, set(keys))
+        sentences = _haystack(haystack, rng, value_kind, set(keys), {v for _, v in needles})
         fitted = fit_context(sentences, inserts, length, measure, what="the needle(s)", unit=unit)
         asked = keys[:queried_keys]
         answers = [v for k, v in needles if k in asked]
