@@ -10,12 +10,19 @@ from importlib.metadata import PackageNotFoundError, version
 
 from lc_evals.errors import ResultsFileError, ResultsFileWarning, StaleResultsError
 from lc_evals.executors import Executor, RayExecutor, SerialExecutor, ThreadExecutor
+from lc_evals.export import export_lm_eval, lm_eval_task_name
 from lc_evals.fingerprint import item_fingerprint, suite_fingerprint
 from lc_evals.harness import as_predictor, render_prompt, run
 from lc_evals.icl import ICL_TASKS, check_label, fit_shots, make_icl_items
 from lc_evals.manifest import read_manifest
 from lc_evals.registry import TaskSpec, available_tasks, generate, register_task, task_spec
-from lc_evals.report import format_table, plot_accuracy_vs_length, plot_niah_heatmap, summarize
+from lc_evals.report import (
+    compare,
+    format_table,
+    plot_accuracy_vs_length,
+    plot_niah_heatmap,
+    summarize,
+)
 from lc_evals.results import Result, load_results, load_suite, read_jsonl, write_suite
 from lc_evals.scorers import (
     SCORERS,
@@ -67,16 +74,19 @@ __all__ = [
     "as_predictor",
     "available_tasks",
     "check_label",
+    "compare",
     "contains_all",
     "contains_any",
     "docqa",
     "exact_match",
+    "export_lm_eval",
     "extract_answer",
     "fit_shots",
     "format_table",
     "generate",
     "get_scorer",
     "item_fingerprint",
+    "lm_eval_task_name",
     "load_results",
     "load_suite",
     "make_icl_items",

@@ -1,4 +1,5 @@
-"""The ``lc-evals`` command line: ``tasks``, ``generate``, ``run``, ``report``.
+"""The ``lc-evals`` command line: ``tasks``, ``generate``, ``run``, ``report``, ``compare``,
+``export``.
 
 Examples::
 
@@ -7,6 +8,8 @@ Examples::
     lc-evals run suite.jsonl --system my_module:my_system --out results.jsonl
     lc-evals run suite.jsonl --endpoint http://127.0.0.1:8000/v1 --model m --workers 8 --out results.jsonl
     lc-evals report results.jsonl --out-dir report/
+    lc-evals compare results.jsonl other.jsonl --by task,target_length
+    lc-evals export results.jsonl --out-dir lm_eval_out/
 """
 
 from __future__ import annotations
@@ -253,7 +256,7 @@ def report_command(
     from lc_evals.report import format_table, plot_accuracy_vs_length, plot_niah_heatmap, summarize
     from lc_evals.results import load_results
 
-    rows_in = load_results(results)
+    rows_in = load_results(results, torn_tail="skip")
     if not rows_in:
         raise ValueError(f"{results} holds no results")
     fields = [f.strip() for f in by.split(",") if f.strip()]
@@ -270,6 +273,80 @@ def report_command(
         ):
             written.append(plot_niah_heatmap(rows_in, out_dir / f"heatmap_{task}.png", task=task))
         typer.echo("wrote " + ", ".join(str(p) for p in written))
+
+
+@app.command("compare")
+@_friendly
+def compare_command(
+    a: Annotated[Path, typer.Argument(help="results of system A")],
+    b: Annotated[Path, typer.Argument(help="results of system B (paired with A by item id)")],
+    by: Annotated[str, typer.Option(help="comma-separated grouping fields")] = "task",
+) -> None:
+    """Paired comparison of two runs on their common items (McNemar for accuracies)."""
+    from lc_evals.report import compare, summarize
+    from lc_evals.results import load_results
+
+    ra, rb = load_results(a, torn_tail="skip"), load_results(b, torn_tail="skip")
+    fields = [f.strip() for f in by.split(",") if f.strip()]
+    groups = [row for row in summarize(ra, by=fields)]
+    lines = [
+        "| " + " | ".join([*fields, "n", "A", "B", "A-B", "95% CI", "p", "test"]) + " |",
+        "| " + " | ".join(["---"] * len(fields) + ["---:"] * 6 + ["---"]) + " |",
+    ]
+    from lc_evals.report import _key
+
+    for row in groups:
+        key = tuple(row[f] for f in fields)
+        sub_a = [r for r in ra if tuple(_key(r, f) for f in fields) == key]
+        sub_b = [r for r in rb if tuple(_key(r, f) for f in fields) == key]
+        try:
+            c = compare(sub_a, sub_b)
+        except ValueError:
+            continue
+        lines.append(
+            "| "
+            + " | ".join(
+                [str(v) for v in key]
+                + [
+                    str(c["n"]),
+                    f"{100 * c['mean_a']:.1f}",
+                    f"{100 * c['mean_b']:.1f}",
+                    f"{100 * c['diff']:+.1f}",
+                    f"{100 * c['ci_low']:+.1f} to {100 * c['ci_high']:+.1f}",
+                    f"{c['p_value']:.3g}",
+                    c["method"],
+                ]
+            )
+            + " |"
+        )
+    total = compare(ra, rb)
+    typer.echo("\n".join(lines))
+    typer.echo(
+        f"all {total['n']} paired items: A-B = {100 * total['diff']:+.1f} points "
+        f"(95% CI {100 * total['ci_low']:+.1f} to {100 * total['ci_high']:+.1f}), "
+        f"p = {total['p_value']:.3g} ({total['method']})"
+    )
+
+
+@app.command("export")
+@_friendly
+def export_command(
+    results: Annotated[Path, typer.Argument(help="results file written by `lc-evals run`")],
+    out_dir: Annotated[Path, typer.Option(help="folder for results_<date>.json and samples")],
+) -> None:
+    """Write lm-evaluation-harness-style results JSON and per-task sample JSONL."""
+    from lc_evals.export import export_lm_eval
+    from lc_evals.manifest import read_manifest
+    from lc_evals.results import load_results
+
+    rows = load_results(results, torn_tail="skip")
+    try:
+        manifest: dict[str, Any] | None = read_manifest(results)
+    except FileNotFoundError:
+        manifest = None
+    model = manifest["runs"][-1]["system"] if manifest and manifest.get("runs") else None
+    written = export_lm_eval(rows, out_dir, model=model, manifest=manifest)
+    typer.echo("wrote " + ", ".join(str(p) for p in written))
 
 
 def main() -> None:  # pragma: no cover

@@ -1,4 +1,5 @@
-"""Summaries and plots of results: tables, the NIAH heat map, accuracy vs length."""
+"""Summaries and plots of results: tables with 95% intervals, paired comparisons, the
+NIAH heat map, accuracy vs length."""
 
 from __future__ import annotations
 
@@ -19,10 +20,63 @@ def _key(result: Result, field: str) -> Any:
     return result.metadata.get(field)
 
 
+Z95 = 1.959963984540054  # two-sided 95% normal quantile
+
+
+def _is_binary(scores: Sequence[float]) -> bool:
+    return all(x in (0.0, 1.0) for x in scores)
+
+
+def wilson_interval(successes: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``successes / n``.
+
+    Examples:
+        >>> [round(x, 4) for x in wilson_interval(8, 10)]
+        [0.4902, 0.9433]
+    """
+    if n <= 0:
+        raise ValueError(f"n must be positive, got {n}")
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def interval(scores: Sequence[float]) -> dict[str, Any]:
+    """Mean, standard error and 95% interval of scores in ``[0, 1]``.
+
+    Scores that are all 0 or 1 (accuracies) get the Wilson interval; graded scores the
+    normal interval ``mean +- 1.96 se`` (sample standard deviation), clipped to
+    ``[0, 1]``; with one graded score the interval is the whole range.
+
+    Returns:
+        ``{"score", "se", "ci_low", "ci_high", "interval"}`` (``interval`` is
+        ``"wilson"`` or ``"normal"``).
+    """
+    n = len(scores)
+    if n == 0:
+        raise ValueError("no scores")
+    mean = sum(scores) / n
+    if _is_binary(scores):
+        low, high = wilson_interval(sum(scores), n)
+        se = math.sqrt(mean * (1 - mean) / n)
+        kind = "wilson"
+    else:
+        kind = "normal"
+        if n == 1:
+            se, low, high = math.inf, 0.0, 1.0
+        else:
+            var = sum((x - mean) ** 2 for x in scores) / (n - 1)
+            se = math.sqrt(var / n)
+            low, high = max(0.0, mean - Z95 * se), min(1.0, mean + Z95 * se)
+    return {"score": mean, "se": se, "ci_low": low, "ci_high": high, "interval": kind}
+
+
 def summarize(
     results: Sequence[Result], by: Sequence[str] = ("task", "target_length")
 ) -> list[dict[str, Any]]:
-    """Mean score and count per group.
+    """Count, mean score, standard error and 95% interval per group.
 
     Args:
         results: results of one or more runs.
@@ -30,13 +84,15 @@ def summarize(
             ``"target_length"`` or ``"depth"``.
 
     Returns:
-        rows ``{<by fields>..., "n": count, "score": mean score}`` sorted by the group.
+        rows ``{<by fields>..., "n", "score", "se", "ci_low", "ci_high", "interval"}``
+        sorted by the group; see :func:`interval` (Wilson for accuracies).
 
     Examples:
         >>> from lc_evals.results import Result
         >>> rs = [Result("a", "t", "x", 1.0, "em", ("x",)), Result("b", "t", "y", 0.0, "em", ("x",))]
-        >>> summarize(rs, by=("task",))
-        [{'task': 't', 'n': 2, 'score': 0.5}]
+        >>> row = summarize(rs, by=("task",))[0]
+        >>> row["n"], row["score"], round(row["ci_low"], 3), round(row["ci_high"], 3)
+        (2, 0.5, 0.095, 0.905)
     """
     groups: dict[tuple[Any, ...], list[float]] = defaultdict(list)
     for r in results:
@@ -46,20 +102,91 @@ def summarize(
         groups, key=lambda k: tuple((v is None, str(type(v)), v if v is not None else 0) for v in k)
     ):
         scores = groups[key]
-        rows.append({**dict(zip(by, key)), "n": len(scores), "score": sum(scores) / len(scores)})
+        rows.append({**dict(zip(by, key)), "n": len(scores), **interval(scores)})
     return rows
 
 
+def compare(
+    a: Sequence[Result], b: Sequence[Result], *, resamples: int = 10_000, seed: int = 0
+) -> dict[str, Any]:
+    """Paired comparison of two systems on the items both were scored on (same ids).
+
+    Accuracies (all scores 0 or 1) get McNemar's exact test: a two-sided binomial test
+    on the items exactly one system got right. Graded scores get a sign-flip
+    randomization test on the paired differences (``resamples`` draws, seeded). The
+    95% interval of the difference ``mean(a) - mean(b)`` is the normal interval of the
+    paired differences.
+
+    Returns:
+        ``{"n", "mean_a", "mean_b", "diff", "se", "ci_low", "ci_high", "p_value",
+        "method", "a_only", "b_only"}``; ``a_only``/``b_only`` count items where one
+        system scored higher.
+
+    Raises:
+        ValueError: the two runs share no item id.
+    """
+    by_id = {r.id: r.score for r in b}
+    pairs = [(r.score, by_id[r.id]) for r in a if r.id in by_id]
+    if not pairs:
+        raise ValueError("the two runs have no item in common (results are paired by id)")
+    n = len(pairs)
+    diffs = [x - y for x, y in pairs]
+    mean_d = sum(diffs) / n
+    se = math.sqrt(sum((d - mean_d) ** 2 for d in diffs) / (n - 1) / n) if n > 1 else math.inf
+    a_only = sum(d > 0 for d in diffs)
+    b_only = sum(d < 0 for d in diffs)
+    if _is_binary([x for pair in pairs for x in pair]):
+        method = "mcnemar_exact"
+        m = a_only + b_only
+        k = min(a_only, b_only)
+        p_value = 1.0 if m == 0 else min(1.0, 2 * sum(math.comb(m, i) for i in range(k + 1)) / 2**m)
+    else:
+        import numpy as np
+
+        method = "sign_flip"
+        d = np.asarray(diffs)
+        rng = np.random.default_rng(seed)
+        signs = rng.choice([-1.0, 1.0], size=(resamples, n))
+        null = np.abs((signs * d).mean(axis=1))
+        p_value = float((1 + np.sum(null >= abs(mean_d) - 1e-12)) / (resamples + 1))
+    return {
+        "n": n,
+        "mean_a": sum(x for x, _ in pairs) / n,
+        "mean_b": sum(y for _, y in pairs) / n,
+        "diff": mean_d,
+        "se": se,
+        "ci_low": mean_d - Z95 * se,
+        "ci_high": mean_d + Z95 * se,
+        "p_value": p_value,
+        "method": method,
+        "a_only": a_only,
+        "b_only": b_only,
+    }
+
+
+_HIDDEN = {"se", "ci_low", "ci_high", "interval"}
+
+
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    """A Markdown table of :func:`summarize` rows (scores as percentages)."""
+    """A Markdown table of :func:`summarize` rows (scores, errors, intervals as percentages)."""
     if not rows:
         return "(no results)"
-    cols = list(rows[0])
-    head = "| " + " | ".join(cols) + " |"
-    rule = "| " + " | ".join("---:" if c in ("n", "score") else "---" for c in cols) + " |"
+    cols = [c for c in rows[0] if c not in _HIDDEN]
+    extra = ["se", "95% CI"] if "ci_low" in rows[0] else []
+    head = "| " + " | ".join(cols + extra) + " |"
+    rule = (
+        "| "
+        + " | ".join("---:" if c in ("n", "score") else "---" for c in cols)
+        + "".join(" | ---:" for _ in extra)
+        + " |"
+    )
     lines = [head, rule]
     for row in rows:
         cells = [f"{100 * row[c]:.1f}" if c == "score" else str(row[c]) for c in cols]
+        if extra:
+            se = row["se"]
+            cells.append("-" if math.isinf(se) else f"{100 * se:.1f}")
+            cells.append(f"{100 * row['ci_low']:.1f}-{100 * row['ci_high']:.1f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
