@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from lc_train.oomb.checks import check_model
 from lc_train.oomb.config import ChunkRecurrentConfig
 
 MODEL_ALIASES = {"smollm2": "smollm2-135m-instruct", "gemma3": "gemma-3-270m"}
@@ -332,6 +333,7 @@ def _save_checkpoint(
     scheduler: Any,
     config: FinetuneConfig,
     position: int,
+    world_size: int = 1,
 ) -> Path:
     from safetensors.torch import save_file
 
@@ -351,7 +353,12 @@ def _save_checkpoint(
         },
         tmp / "state.pt",
     )
-    meta = {"step": step, "data_position": position, "config": asdict(config)}
+    meta = {
+        "step": step,
+        "data_position": position,
+        "world_size": world_size,
+        "config": asdict(config),
+    }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
     final = root / name
     shutil.rmtree(final, ignore_errors=True)
@@ -379,6 +386,7 @@ def _load_checkpoint(
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     config: FinetuneConfig,
+    world_size: int = 1,
 ) -> tuple[int, int]:
     from safetensors.torch import load_file
 
@@ -389,6 +397,9 @@ def _load_checkpoint(
         for k in _RUN_FIELDS
         if saved.get(k) != getattr(config, k)
     ]
+    saved_world = int(meta.get("world_size", 1))
+    if saved_world != world_size:  # the global batch is batch * world_size
+        diff.append(f"world_size: checkpoint {saved_world}, now {world_size}")
     if diff:
         raise FinetuneError(
             f"cannot resume from {path}: the run settings differ ({'; '.join(diff)})"
@@ -472,8 +483,6 @@ def finetune(
     """
     from tqdm.auto import tqdm
 
-    from lc_train.oomb.trainer import chunk_recurrent_backward
-
     out = Path(config.out)
     _check_data_path(Path(config.data))  # before the (slow) model load
     previous = latest_checkpoint(out)
@@ -484,14 +493,63 @@ def finetune(
             f"{out} already holds checkpoints (latest {previous.name}); pass --resume to "
             "continue that run or choose another --out"
         )
+    created = _init_distributed(config)
+    try:
+        return _run(config, out, previous, model, tokenizer, stop_after, progress, tqdm)
+    finally:
+        if created:
+            import torch.distributed as dist
+
+            dist.barrier()  # no rank tears the group down while a peer still uses it
+            dist.destroy_process_group()
+
+
+def _init_distributed(config: FinetuneConfig) -> bool:
+    """Join the ``torchrun`` process group (``WORLD_SIZE > 1``) unless one exists: gloo
+    on CPU, NCCL on CUDA. Returns whether this call created it."""
+    import torch.distributed as dist
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
+        return False
+    cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+    if cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if cuda else "gloo")
+    return True
+
+
+def _run(
+    config: FinetuneConfig,
+    out: Path,
+    previous: Path | None,
+    model: Any,
+    tokenizer: Any,
+    stop_after: int | None,
+    progress: bool,
+    tqdm: Any,
+) -> FinetuneResult:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from lc_train.oomb.trainer import chunk_recurrent_backward
+
+    distributed = dist.is_initialized() and dist.get_world_size() > 1
+    rank = dist.get_rank() if distributed else 0
+    world = dist.get_world_size() if distributed else 1
     dtype = getattr(torch, config.dtype)
     device = torch.device(
         ("cuda" if torch.cuda.is_available() else "cpu")
         if config.device == "auto"
         else config.device
     )
+    if device.type == "cuda" and distributed:
+        device = torch.device("cuda", torch.cuda.current_device())
     if model is None:
         model, tokenizer = load_model_and_tokenizer(config.model, dtype)
+    try:
+        check_model(model)
+    except ValueError as exc:
+        raise FinetuneError(str(exc)) from exc
     windows = load_windows(config, tokenizer)
     torch.manual_seed(config.seed)
     if config.lora_rank:
@@ -505,20 +563,36 @@ def finetune(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config))
     step, position = 0, 0
     if previous is not None:
-        step, position = _load_checkpoint(previous, model, optimizer, scheduler, config)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(asdict(config), indent=2))
+        step, position = _load_checkpoint(
+            previous, model, optimizer, scheduler, config, world_size=world
+        )
+    # DDP broadcasts rank 0's weights; chunk_recurrent_backward averages the gradients
+    trained = (
+        DistributedDataParallel(
+            model, device_ids=[device.index] if device.index is not None else None
+        )
+        if distributed
+        else model
+    )
+    lead = rank == 0
+    if lead:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps(asdict(config), indent=2))
     chunk_cfg = config.chunk_config()
     losses: dict[int, float] = {}
     last_ckpt = previous
     end = config.steps if stop_after is None else min(config.steps, stop_after)
-    bar = tqdm(total=config.steps, initial=step, disable=not progress, desc="oomb-finetune")
-    with (out / "log.jsonl").open("a") as log:
+    bar = tqdm(
+        total=config.steps, initial=step, disable=not (progress and lead), desc="oomb-finetune"
+    )
+    log = (out / "log.jsonl").open("a") if lead else None
+    try:
         while step < end:
             t0 = time.perf_counter()
-            ids = windows.batch(position, config.batch).to(device)
+            # the global batch is `batch * world` windows; rank r takes its r-th share
+            ids = windows.batch(position + rank * config.batch, config.batch).to(device)
             optimizer.zero_grad(set_to_none=True)
-            result = chunk_recurrent_backward(model, ids, config=chunk_cfg)
+            result = chunk_recurrent_backward(trained, ids, config=chunk_cfg)
             norm = (
                 torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
                 if config.grad_clip
@@ -528,26 +602,37 @@ def finetune(
             optimizer.step()
             scheduler.step()
             step += 1
-            position += config.batch
-            loss = float(result.loss)
+            position += config.batch * world
+            mean_loss = result.loss.detach().clone()
+            if distributed:
+                dist.all_reduce(mean_loss)
+                mean_loss /= world
+            loss = float(mean_loss)
             losses[step] = loss
-            row = {
-                "step": step,
-                "loss": loss,
-                "lr": lr,
-                "grad_norm": float(norm),
-                "tokens_per_s": ids.numel() / (time.perf_counter() - t0),
-            }
-            log.write(json.dumps(row) + "\n")
-            log.flush()
+            if log is not None:
+                row = {
+                    "step": step,
+                    "loss": loss,
+                    "lr": lr,
+                    "grad_norm": float(norm),
+                    "tokens_per_s": ids.numel() * world / (time.perf_counter() - t0),
+                }
+                log.write(json.dumps(row) + "\n")
+                log.flush()
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}")
             if step % config.save_every == 0 or step == config.steps:
-                last_ckpt = _save_checkpoint(
-                    out, step, model, optimizer, scheduler, config, position
-                )
+                if lead:
+                    last_ckpt = _save_checkpoint(
+                        out, step, model, optimizer, scheduler, config, position, world
+                    )
+                else:
+                    last_ckpt = out / "checkpoints" / f"step-{step:07d}"
+    finally:
+        if log is not None:
+            log.close()
     bar.close()
-    if step == config.steps:
+    if step == config.steps and lead:
         _save_final(out / "final", model, tokenizer, config)
     return FinetuneResult(step, losses, last_ckpt, model)
 

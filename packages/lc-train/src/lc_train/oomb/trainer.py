@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -76,8 +76,53 @@ def _targets(input_ids: torch.Tensor, labels: torch.Tensor | None) -> torch.Tens
     return shifted
 
 
+def _unwrap(model: torch.nn.Module) -> tuple[PreTrainedModel, Any]:
+    """The causal LM inside a ``DistributedDataParallel`` wrapper and the wrapper's
+    process group (``None`` for a plain model); FSDP is refused up front."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # pragma: no cover - torch without FSDP2
+        FSDPModule = ()  # type: ignore[assignment,misc]
+    if isinstance(model, DistributedDataParallel):
+        return model.module, model.process_group
+    fsdp1 = type(model).__name__ == "FullyShardedDataParallel"
+    if (
+        fsdp1
+        or isinstance(model, FSDPModule)
+        or any(isinstance(m, FSDPModule) for m in model.modules())
+    ):
+        raise ValueError(
+            "chunk-recurrent training does not support FSDP-sharded models (it runs the "
+            "decoder chunk by chunk outside the wrapper's forward); use "
+            "DistributedDataParallel, or a plain model and average the gradients"
+        )
+    return model, None  # type: ignore[return-value]
+
+
+def _average_gradients(model: torch.nn.Module, group: Any) -> None:
+    """Mean of ``param.grad`` over the ranks of ``group`` (what DDP's reducer does after
+    the last backward of an accumulation), one all-reduce per dtype and device."""
+    import torch.distributed as dist
+
+    world = dist.get_world_size(group)
+    grads = [p.grad for p in model.parameters() if p.requires_grad and p.grad is not None]
+    buckets: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
+    for g in grads:
+        buckets.setdefault((g.dtype, g.device), []).append(g)
+    for bucket in buckets.values():
+        flat = torch.cat([g.reshape(-1) for g in bucket])
+        dist.all_reduce(flat, group=group)
+        flat /= world
+        offset = 0
+        for g in bucket:
+            g.copy_(flat[offset : offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+
 def chunk_recurrent_backward(
-    model: PreTrainedModel,
+    model: PreTrainedModel | torch.nn.Module,
     input_ids: torch.Tensor,
     labels: torch.Tensor | None = None,
     config: ChunkRecurrentConfig | None = None,
@@ -90,7 +135,11 @@ def chunk_recurrent_backward(
     Args:
         model: a transformers causal LM of a family in
             ``lc_train.oomb.SUPPORTED_MODEL_TYPES`` (Llama, Mistral, Qwen2,
-            Qwen3) with full causal attention layers, in training or eval mode, no dropout.
+            Qwen3) with full causal attention layers, in training or eval mode, no dropout;
+            or such a model wrapped in ``DistributedDataParallel``: each rank passes its
+            own part of the batch and the gradients are then averaged over the ranks, as
+            DDP does (equal to the full-batch gradient when every rank has the same
+            number of target tokens). FSDP-sharded models are refused.
         input_ids: ``[batch, seq]`` token ids (no padding).
         labels: ``[batch, seq]`` like ``input_ids`` with ``-100`` for ignored positions;
             defaults to ``input_ids`` (standard LM training).
@@ -102,12 +151,14 @@ def chunk_recurrent_backward(
 
     Raises:
         ValueError: before any computation, for an unsupported model family or a
-            sliding-window model, a sequence shorter than one chunk, bad shapes, or paged
+            sliding-window model, an FSDP-sharded model, a sequence shorter than one
+            chunk, bad shapes, or paged
             KV memory larger than ``config.memory_limit_bytes`` (default: what is
             available where the pages live).
 
     Returns:
-        The loss (detached), the number of target tokens and the KV memory used.
+        The loss (detached; this rank's under DDP), the number of target tokens and the
+        KV memory used.
 
     Example:
         >>> model.zero_grad()
@@ -115,6 +166,7 @@ def chunk_recurrent_backward(
         >>> optimizer.step()
     """
     config = config or ChunkRecurrentConfig()
+    model, group = _unwrap(model)
     if input_ids.dim() != 2 or input_ids.dtype not in (torch.long, torch.int):
         raise ValueError(
             f"input_ids must be a [batch, seq] integer tensor, got {tuple(input_ids.shape)}"
@@ -192,6 +244,8 @@ def chunk_recurrent_backward(
                 del hidden, logits, loss
     finally:
         _ACTIVE.reset(token)
+    if group is not None:
+        _average_gradients(model, group)
     selections = None
     if config.page_budget is not None:
         selections = {key: ids.tolist() for key, ids in sorted(state.selections.items())}
