@@ -24,6 +24,7 @@ from lc_evals.report import (
     summarize,
 )
 from lc_evals.results import Result, load_results, load_suite, read_jsonl, write_suite
+from lc_evals.ruler_configs import RULER_CONFIGS, RulerConfig, ruler_suite
 from lc_evals.scorers import (
     SCORERS,
     contains_all,
@@ -55,6 +56,7 @@ __all__ = [
     "ABSTAIN_ANSWER",
     "DOCQA_TEMPLATE",
     "ICL_TASKS",
+    "RULER_CONFIGS",
     "SCORERS",
     "ChatModel",
     "DocQAConfig",
@@ -64,6 +66,7 @@ __all__ = [
     "Result",
     "ResultsFileError",
     "ResultsFileWarning",
+    "RulerConfig",
     "SerialExecutor",
     "StaleResultsError",
     "TaskItem",
@@ -98,6 +101,7 @@ __all__ = [
     "register_task",
     "render_prompt",
     "rouge_l",
+    "ruler_suite",
     "run",
     "score",
     "score_abstention",

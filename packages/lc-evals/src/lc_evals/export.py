@@ -11,7 +11,8 @@ its score under the length's metric name.
 :func:`lc_evals.run`. Items of a RULER configuration get lm-eval's task name
 (:func:`lm_eval_task_name`: ``niah_single`` over the repeated filler with number values
 is ``niah_single_1``, ``variable_tracking`` is ``ruler_vt`` ...); other tasks keep their
-own name (lm-eval's ``ruler_qa_squad`` and ``ruler_qa_hotpot`` have no counterpart here). Scores are lc-evals' scores: ``contains_all`` matches whole words where lm-eval
+own name (lm-eval's ``ruler_qa_squad`` and ``ruler_qa_hotpot`` have no counterpart here:
+the ``qa_1``/``qa_2`` stand-ins of :mod:`lc_evals.ruler_configs` keep their names). Scores are lc-evals' scores: ``contains_all`` matches whole words where lm-eval
 matches substrings, so a reply that runs an answer into another word scores lower here.
 """
 
@@ -26,27 +27,15 @@ from typing import Any
 
 from lc_evals.report import interval
 from lc_evals.results import Result
+from lc_evals.ruler_configs import RULER_CONFIGS, ruler_config_of
 
 RULER_GROUP = "ruler"
-
-# (task, haystack, value_kind) -> lm-eval's RULER task; None matches any value
-_RULER_NAMES: tuple[tuple[str, str | None, str | None, str], ...] = (
-    ("niah_single", "repeat", "number", "niah_single_1"),
-    ("niah_single", "essay", "number", "niah_single_2"),
-    ("niah_single", "essay", "uuid", "niah_single_3"),
-    ("niah_multikey", "essay", "number", "niah_multikey_1"),
-    ("niah_multikey", "needles", "number", "niah_multikey_2"),
-    ("niah_multikey", "needles", "uuid", "niah_multikey_3"),
-    ("niah_multiquery", "essay", "number", "niah_multiquery"),
-    ("niah_multivalue", "essay", "number", "niah_multivalue"),
-    ("variable_tracking", None, None, "ruler_vt"),
-    ("common_words", None, None, "ruler_cwe"),
-    ("frequent_words", None, None, "ruler_fwe"),
-)
 
 
 def lm_eval_task_name(result: Result) -> str:
     """lm-eval's name of the RULER configuration ``result`` belongs to, else its task.
+
+    Stand-ins (``qa_1``, ``qa_2`` built from ``distractor_qa``) keep their own names.
 
     Examples:
         >>> r = Result("x", "niah_single", "", 1.0, "contains_all", ("1",),
@@ -54,20 +43,12 @@ def lm_eval_task_name(result: Result) -> str:
         >>> lm_eval_task_name(r)
         'niah_single_1'
     """
-    meta = result.metadata
-    for task, haystack, kind, name in _RULER_NAMES:
-        if result.task != task:
-            continue
-        if haystack is not None and meta.get("haystack") != haystack:
-            continue
-        if kind is not None and meta.get("value_kind") != kind:
-            continue
-        return name
-    return result.task
+    config = ruler_config_of(result.task, result.metadata)
+    return config.lm_eval_name if config is not None else result.task
 
 
 def _is_ruler(name: str) -> bool:
-    return any(name == entry[3] for entry in _RULER_NAMES)
+    return any(c.lm_eval_name == name and not c.stand_in for c in RULER_CONFIGS.values())
 
 
 def export_lm_eval(

@@ -9,6 +9,9 @@ with ``type`` one of ``words``, ``numbers``, ``uuids``. Variants:
 - ``niah_multivalue``: ``num_values`` needles sharing one key; all values are answers.
 - ``niah_multiquery``: ``num_queries`` needles with different keys, all asked at once.
 
+Keys are adjective-noun pairs, or UUIDs with ``key_kind="uuid"`` (RULER's
+``niah_multikey_3``: UUID keys and values in a haystack of other such needles).
+
 The first (target) needle goes at ``depth`` (fraction of the haystack before it, 0-1);
 ``depth=None`` draws it from the item's seeded stream. Other needles get random depths.
 
@@ -99,6 +102,7 @@ def _haystack(
     value_kind: str,
     taken_keys: set[str],
     answers: set[str],
+    key_kind: str = "word",
 ) -> Iterator[str]:
     if kind == "repeat":
         return repeat_sentences()
@@ -108,7 +112,7 @@ def _haystack(
 
     def distractor() -> str:
         while True:
-            key = make_key(rng)
+            key = _make_key(rng, key_kind)
             if key not in taken_keys and not set(key.lower().split("-")) & answer_words:
                 break
         while True:
@@ -118,6 +122,14 @@ def _haystack(
         return needle_text(key, value, value_kind)
 
     return needle_sentences(distractor)
+
+
+KEY_KINDS: tuple[str, ...] = ("word", "uuid")
+
+
+def _make_key(rng: random.Random, key_kind: str) -> str:
+    """An adjective-noun key (``"quiet-harbor"``) or, for ``"uuid"``, a UUID (RULER MK3)."""
+    return make_key(rng) if key_kind == "word" else make_value(rng, "uuid")
 
 
 def _forbidden_values(haystack: str, keys: Sequence[str]) -> set[str]:
@@ -140,12 +152,14 @@ def _niah(
     haystack: str,
     value_kind: str,
     depth: float | None,
+    key_kind: str,
     num_keys: int,
     values_per_key: int,
     queried_keys: int,
 ) -> list[TaskItem]:
     check_choice("haystack", haystack, HAYSTACKS)
     check_choice("value_kind", value_kind, VALUE_KINDS)
+    check_choice("key_kind", key_kind, KEY_KINDS)
     check_depth(depth)
     measure = make_measure(tokenizer)
     unit = length_unit(tokenizer)
@@ -153,7 +167,7 @@ def _niah(
     items = []
     for index in range(n):
         rng = item_rng(task, seed, index)
-        keys = distinct(rng, make_key, num_keys)
+        keys = distinct(rng, lambda r: _make_key(r, key_kind), num_keys)
         needles: list[tuple[str, str]] = []  # (key, value), target needle(s) first
         taken = _forbidden_values(haystack, keys)  # every value unique in the context
         for key in keys:
@@ -166,7 +180,9 @@ def _niah(
         depths = [float(depth) if depth is not None else rng.random()]
         depths += [rng.random() for _ in needles[1:]]
         inserts = [Insert(needle_text(k, v, value_kind), d) for (k, v), d in zip(needles, depths)]
-        sentences = _haystack(haystack, rng, value_kind, set(keys), {v for _, v in needles})
+        sentences = _haystack(
+            haystack, rng, value_kind, set(keys), {v for _, v in needles}, key_kind
+        )
         fitted = fit_context(sentences, inserts, length, measure, what="the needle(s)", unit=unit)
         asked = keys[:queried_keys]
         answers = [v for k, v in needles if k in asked]
@@ -192,6 +208,7 @@ def _niah(
                 depths=depths,
                 haystack=haystack,
                 value_kind=value_kind,
+                key_kind=key_kind,
                 keys=asked,
                 needles=[i.text for i in inserts],
                 needle_offsets=list(fitted.offsets),
@@ -210,6 +227,7 @@ def niah_single(
     haystack: str = "essay",
     value_kind: str = "number",
     depth: float | None = None,
+    key_kind: str = "word",
 ) -> list[TaskItem]:
     """One needle in a ``haystack`` of ``"repeat"``, ``"essay"`` or ``"needles"``.
 
@@ -227,6 +245,7 @@ def niah_single(
         haystack=haystack,
         value_kind=value_kind,
         depth=depth,
+        key_kind=key_kind,
         num_keys=1,
         values_per_key=1,
         queried_keys=1,
@@ -243,6 +262,7 @@ def niah_multikey(
     haystack: str = "essay",
     value_kind: str = "number",
     depth: float | None = None,
+    key_kind: str = "word",
 ) -> list[TaskItem]:
     """The target needle plus ``num_distractors`` needles with other keys (RULER MK)."""
     check_int("num_distractors", num_distractors, 0)
@@ -255,6 +275,7 @@ def niah_multikey(
         haystack=haystack,
         value_kind=value_kind,
         depth=depth,
+        key_kind=key_kind,
         num_keys=1 + num_distractors,
         values_per_key=1,
         queried_keys=1,
@@ -271,6 +292,7 @@ def niah_multivalue(
     haystack: str = "essay",
     value_kind: str = "number",
     depth: float | None = None,
+    key_kind: str = "word",
 ) -> list[TaskItem]:
     """``num_values`` needles sharing one key; every value must be retrieved (RULER MV)."""
     check_int("num_values", num_values, 1)
@@ -283,6 +305,7 @@ def niah_multivalue(
         haystack=haystack,
         value_kind=value_kind,
         depth=depth,
+        key_kind=key_kind,
         num_keys=1,
         values_per_key=num_values,
         queried_keys=1,
@@ -299,6 +322,7 @@ def niah_multiquery(
     haystack: str = "essay",
     value_kind: str = "number",
     depth: float | None = None,
+    key_kind: str = "word",
 ) -> list[TaskItem]:
     """``num_queries`` needles with different keys, all asked in one question (RULER MQ)."""
     check_int("num_queries", num_queries, 1)
@@ -311,6 +335,7 @@ def niah_multiquery(
         haystack=haystack,
         value_kind=value_kind,
         depth=depth,
+        key_kind=key_kind,
         num_keys=num_queries,
         values_per_key=1,
         queried_keys=num_queries,
