@@ -120,3 +120,12 @@ def test_make_suite_ids_are_unique_or_refused() -> None:
 def test_negative_seeds_are_refused_by_every_task() -> None:
     with pytest.raises(ValueError, match="seed must be an integer >= 0"):
         lc_evals.generate("niah_single", n=1, length=300, seed=-1)
+
+
+def test_two_lambdas_are_two_systems(tmp_path) -> None:
+    path = tmp_path / "r.jsonl"
+    items = _suite(0)
+    run(lambda item: item.answers[0], items, path)
+    assert len(run(lambda item: item.answers[0], items, path)) == 3  # same code: reused
+    with pytest.raises(StaleResultsError, match="system"):
+        run(lambda item: "", items, path)

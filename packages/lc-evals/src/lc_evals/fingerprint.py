@@ -9,8 +9,9 @@ generation options and the scorer.
 
 A system declares its identity with an ``identity`` attribute or method returning
 anything JSON-serializable (``OpenAIChatModel`` reports its URL, model name and
-defaults); otherwise its import path (module and qualified name) stands in, and
-``run(..., system_id=...)`` overrides both.
+defaults); otherwise its import path (module and qualified name; for lambdas and
+local functions also a hash of their code) stands in, and ``run(..., system_id=...)``
+overrides both.
 """
 
 from __future__ import annotations
@@ -61,7 +62,13 @@ def suite_fingerprint(items: Iterable[TaskItem]) -> str:
 def _import_path(obj: Any) -> str:
     target = obj if hasattr(obj, "__qualname__") else type(obj)
     module = getattr(target, "__module__", None) or "?"
-    return f"{module}:{getattr(target, '__qualname__', type(obj).__name__)}"
+    qualname = getattr(target, "__qualname__", type(obj).__name__)
+    code = getattr(target, "__code__", None)
+    if "<" in qualname and code is not None:
+        # lambdas and local functions share names: tell them apart by their code
+        consts = [repr(c) for c in code.co_consts if not hasattr(c, "co_code")]
+        qualname += "#" + digest([code.co_code.hex(), consts, list(code.co_names)])[:8]
+    return f"{module}:{qualname}"
 
 
 def declared_identity(obj: Any) -> Any:
