@@ -359,3 +359,39 @@ def test_chat_sampler_is_seeded_and_build_pairs_uses_it() -> None:
     assert "ctx" in pairs[0].long_context
     with pytest.raises(ValueError, match="temperature"):
         chat_sampler(model, tok, temperature=0.0)
+
+
+@pytest.mark.parametrize("method", ["simpo", "orpo"])
+def test_reference_free_methods_train_a_full_model_without_a_reference(
+    tmp_path: Path, method: str
+) -> None:
+    """SimPO and ORPO need no reference model: none is built (nor loaded from a path)."""
+    tok, model = char_tokenizer(), tiny_llama()
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    trainer = SoLoPOTrainer(
+        model,
+        args=dpo_args(tmp_path, learning_rate=0.05),
+        solopo=SoLoPOConfig(method=method, beta=0.5),
+        train_dataset=Dataset.from_list(rows(4)),
+        processing_class=tok,
+    )
+    assert trainer.ref_model is None
+    trainer.train()
+    moved = max((v - before[k]).abs().max().item() for k, v in model.named_parameters())
+    assert moved > 0
+
+
+def test_a_trl_without_the_fused_lm_head_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trl.trainer.dpo_trainer as dpo
+
+    monkeypatch.delattr(dpo, "add_fused_lm_head")
+    with pytest.raises(ImportError, match="fused LM-head"):
+        SoLoPOTrainer(
+            tiny_llama(),
+            args=dpo_args(tmp_path),
+            solopo=SoLoPOConfig(method="simpo", beta=0.5),
+            train_dataset=Dataset.from_list(rows(2)),
+            processing_class=char_tokenizer(),
+        )

@@ -18,6 +18,7 @@ difference (``"abs"``) or its square (``"squared"``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -83,6 +84,10 @@ class SoLoPOConfig:
             raise ValueError(
                 f"SoLoPOConfig.method must be 'dpo', 'simpo' or 'orpo', got {self.method!r}"
             )
+        for name in ("beta", "simpo_gamma", "orpo_lambda", "alignment_weight"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"SoLoPOConfig.{name} must be a finite number, got {value!r}")
         if self.beta <= 0:
             raise ValueError(f"SoLoPOConfig.beta must be > 0, got {self.beta}")
         if self.alignment_weight < 0:
@@ -104,8 +109,18 @@ def reward(config: SoLoPOConfig, r: ResponseLogps) -> torch.Tensor:
     mean_logp = r.logps / r.lengths
     if config.method == "simpo":
         return config.beta * mean_logp
-    # ORPO: log odds of the length-normalized likelihood p = exp(mean log p) < 1
-    return mean_logp - torch.log1p(-torch.exp(mean_logp).clamp(max=1 - 1e-6))
+    # ORPO: log odds of the length-normalized likelihood p = exp(m), m = mean log p <= 0
+    return mean_logp - log1mexp(mean_logp)
+
+
+def log1mexp(x: torch.Tensor) -> torch.Tensor:
+    """``log(1 - exp(x))`` for ``x <= 0``, accurate near 0 and for very negative ``x``
+    (Maechler's switch at ``-log 2``); ``x`` is capped just below 0 so that ``x = 0``
+    (a probability of 1 in floating point) gives a large finite value, not ``-inf``."""
+    x = x.clamp(max=-torch.finfo(x.dtype).tiny)
+    near = torch.log(-torch.expm1(x.clamp(min=-math.log(2))))
+    far = torch.log1p(-torch.exp(x.clamp(max=-math.log(2))))
+    return torch.where(x > -math.log(2), near, far)
 
 
 def preference_loss(
@@ -154,6 +169,11 @@ def solopo_loss(
             )
     if not config.chosen_only and long_rejected is None:
         raise ValueError("chosen_only=False needs long_rejected")
+    if long_rejected is not None and long_rejected.logps.shape != short_chosen.logps.shape:
+        raise ValueError(
+            f"long_rejected has batch {tuple(long_rejected.logps.shape)}, short_chosen "
+            f"{tuple(short_chosen.logps.shape)}"
+        )
     pref = preference_loss(config, short_chosen, short_rejected)
     r_sc, r_lc = reward(config, short_chosen), reward(config, long_chosen)
     align = _distance(config, r_sc, r_lc)

@@ -36,7 +36,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +123,43 @@ def check_reference_model(model: torch.nn.Module, ref_model: torch.nn.Module) ->
         )
 
 
+def _check_trl() -> None:
+    """Refuse a TRL whose ``DPOTrainer`` lacks the fused LM head (per-token
+    ``log_probs`` on the model output), which the SoLoPO loss reads."""
+    import trl
+    import trl.trainer.dpo_trainer as dpo
+
+    if not hasattr(dpo, "add_fused_lm_head"):
+        raise ImportError(
+            f"SoLoPOTrainer needs a TRL whose DPOTrainer returns fused LM-head log-probs "
+            f"(add_fused_lm_head); trl {trl.__version__} has none: upgrade trl"
+        )
+
+
+@contextlib.contextmanager
+def _no_reference_model(trainer: Any) -> Iterator[None]:
+    """While ``DPOTrainer.__init__`` runs, build no reference model: SimPO and ORPO are
+    reference-free. The policy itself (``model`` given as a path) is still loaded; the
+    reference, created once the trainer holds its policy, is ``None``."""
+    import trl.trainer.dpo_trainer as dpo
+
+    original = getattr(dpo, "create_model_from_path", None)
+    if original is None:  # another TRL layout: nothing to intercept
+        yield
+        return
+
+    def create(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(trainer, "model", None) is not None:
+            return None  # the reference (the policy exists already)
+        return original(path, *args, **kwargs)
+
+    dpo.create_model_from_path = create  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        dpo.create_model_from_path = original
+
+
 @dataclass
 class SoLoPODataCollator(DataCollatorForPreference):
     """TRL's preference collator plus the long-context twins.
@@ -163,8 +200,9 @@ class SoLoPOTrainer(DPOTrainer):
 
     Args:
         model: policy (model object or path), as for ``DPOTrainer``.
-        ref_model: optional frozen reference; with PEFT, the base model (adapters
-            disabled) is the reference, as in TRL.
+        ref_model: optional frozen reference (DPO only); with PEFT, the base model
+            (adapters disabled) is the reference, as in TRL. SimPO and ORPO are
+            reference-free: no reference model is built or loaded for them.
         args: a ``trl.DPOConfig``; ``beta`` must equal ``solopo.beta``; ``loss_type``
             must be ``["sigmoid"]`` (the loss is ours, see :mod:`.losses`).
         solopo: base method (``dpo``, ``simpo``, ``orpo``) and SoLo-RA settings.
@@ -196,6 +234,7 @@ class SoLoPOTrainer(DPOTrainer):
         optimizers: tuple[Any, Any] = (None, None),
         peft_config: Any = None,
     ) -> None:
+        _check_trl()
         solopo = solopo or SoLoPOConfig()
         args = args or DPOConfig(output_dir="solopo-output", beta=solopo.beta)
         if list(args.loss_type) != ["sigmoid"]:
@@ -233,17 +272,19 @@ class SoLoPOTrainer(DPOTrainer):
                 raise ValueError("pass model objects (not paths) together with ref_model")
             check_reference_model(model, ref_model)
         self.solopo = solopo
-        super().__init__(
-            model,
-            ref_model=ref_model,
-            args=args,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            processing_class=processing_class,
-            callbacks=callbacks,
-            optimizers=optimizers,
-            peft_config=peft_config,
-        )
+        reference_free = solopo.method != "dpo" and ref_model is None
+        with _no_reference_model(self) if reference_free else contextlib.nullcontext():
+            super().__init__(
+                model,
+                ref_model=ref_model,
+                args=args,
+                train_dataset=train_dataset,
+                eval_dataset=eval_dataset,
+                processing_class=processing_class,
+                callbacks=callbacks,
+                optimizers=optimizers,
+                peft_config=peft_config,
+            )
         base = self.data_collator
         assert isinstance(base, DataCollatorForPreference)
         self._pad_token_id = base.pad_token_id

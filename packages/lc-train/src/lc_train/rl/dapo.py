@@ -64,6 +64,7 @@ def group_advantages(rewards: torch.Tensor, std_eps: float = 1e-6) -> torch.Tens
         raise ValueError(f"rewards must be [groups, group_size], got {tuple(rewards.shape)}")
     if rewards.shape[1] < 2:
         raise ValueError("group_size must be >= 2: a group of one sample has no baseline")
+    _check_finite(rewards)
     mean = rewards.mean(dim=1, keepdim=True)
     std = rewards.std(dim=1, keepdim=True, unbiased=False)
     return (rewards - mean) / (std + std_eps)
@@ -73,7 +74,18 @@ def informative_groups(rewards: torch.Tensor) -> torch.Tensor:
     """Dynamic sampling's filter: ``[groups]`` bool, True where rewards are not all equal."""
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be [groups, group_size], got {tuple(rewards.shape)}")
+    _check_finite(rewards)
     return (rewards != rewards[:, :1]).any(dim=1)
+
+
+def _check_finite(rewards: torch.Tensor) -> None:
+    bad = ~torch.isfinite(rewards)
+    if bool(bad.any()):
+        groups = sorted({int(g) for g in bad.nonzero()[:, 0]})
+        raise ValueError(
+            f"rewards must be finite; groups {groups[:10]} hold NaN or infinite rewards "
+            "(a scorer failed?)"
+        )
 
 
 def overlong_penalty(lengths: torch.Tensor, max_length: int, cache: int) -> torch.Tensor:

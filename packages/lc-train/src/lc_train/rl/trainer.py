@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 import tempfile
@@ -37,6 +38,7 @@ from lc_train.rl.dapo import (
     clipped_token_objective,
     group_advantages,
     informative_groups,
+    overlong_penalty,
 )
 from lc_train.rl.memagent import Episode, Turn
 
@@ -70,13 +72,26 @@ class TurnBatch:
 
 
 def build_turn_batch(
-    groups: Sequence[Sequence[Episode]], std_eps: float = 1e-6
+    groups: Sequence[Sequence[Episode]],
+    std_eps: float = 1e-6,
+    *,
+    overlong: DAPOConfig | None = None,
 ) -> TurnBatch | None:
-    """Rewards -> dynamic sampling -> group advantages -> per-turn advantages.
+    """Rewards -> overlong shaping -> dynamic sampling -> group advantages -> per-turn
+    advantages.
 
     Args:
         groups: ``G`` groups of ``S`` episodes each (same item within a group).
         std_eps: added to the group standard deviation.
+        overlong: with a config, DAPO's soft overlong punishment
+            (:func:`~lc_train.rl.dapo.overlong_penalty` with ``max_length`` and
+            ``overlong_cache``) is added to each episode's reward, by the length of its
+            longest completion (each memory update and the answer is one response);
+            ``rewards`` of the result are the shaped ones.
+
+    Raises:
+        ValueError: for unequal group sizes, an episode without turns, or a reward that
+            is NaN or infinite (naming the item).
 
     Returns:
         The :class:`TurnBatch`, or ``None`` when no group is informative (all rewards of
@@ -87,7 +102,16 @@ def build_turn_batch(
     sizes = {len(g) for g in groups}
     if len(sizes) != 1:
         raise ValueError(f"all groups must have the same size, got sizes {sorted(sizes)}")
+    for g in groups:
+        for e in g:
+            if not math.isfinite(e.reward):
+                raise ValueError(f"episode of item {e.item_id!r} has reward {e.reward!r}")
     rewards = torch.tensor([[e.reward for e in g] for g in groups], dtype=torch.float32)
+    if overlong is not None:
+        lengths = torch.tensor(
+            [[max((len(t.completion_ids) for t in e.turns), default=0) for e in g] for g in groups]
+        )
+        rewards = rewards + overlong_penalty(lengths, overlong.max_length, overlong.overlong_cache)
     keep = informative_groups(rewards)
     if not bool(keep.any()):
         return None
@@ -189,8 +213,10 @@ def dapo_step(
         pad_id: padding token id.
 
     Returns:
-        ``loss`` (token-level mean), ``clip_frac`` (fraction of tokens whose ratio was
-        clipped), ``tokens`` and ``grad_norm``.
+        ``loss`` (token-level mean), ``clip_frac`` (fraction of tokens where the clip is
+        active: ratio below ``1 - eps_low`` with a negative advantage or above
+        ``1 + eps_high`` with a positive one, as TRL's ``clip_ratio/region_mean``),
+        ``tokens`` and ``grad_norm``.
     """
     if advantages.shape != (len(turns),):
         raise ValueError(f"advantages must be [{len(turns)}], got {tuple(advantages.shape)}")
@@ -212,8 +238,10 @@ def dapo_step(
             loss.backward()
         loss_sum += float(loss.detach())
         ratio = torch.exp(logp.detach() - old)
-        out = (ratio < 1 - config.eps_low) | (ratio > 1 + config.eps_high)
-        clipped += float((out & target).sum())
+        # the clipped term is the active one (TRL's clip_ratio/region_mean)
+        low = (ratio < 1 - config.eps_low) & (adv < 0)
+        high = (ratio > 1 + config.eps_high) & (adv > 0)
+        clipped += float(((low | high) & target).sum())
     if optimizer is not None:
         params = [p for p in model.parameters() if p.requires_grad]
         if max_grad_norm is not None:
