@@ -180,3 +180,12 @@ def test_config_is_validated() -> None:
         FinetuneConfig(model="m", data="d", out="o", seq_len=64, chunk=128)
     with pytest.raises(ValueError, match="multiple of page_size"):
         FinetuneConfig(model="m", data="d", out="o", seq_len=64, chunk=48, page=32)
+
+
+def test_gemma3_is_refused_before_loading(tmp_path: Path, corpus: Path, capsys) -> None:
+    """Gemma 3 interleaves sliding-window layers: a clear error, no model load, no traceback."""
+    code = main(
+        ["oomb-finetune", "--model", "gemma3", "--data", str(corpus), "--out", str(tmp_path)]
+    )
+    assert code == 2
+    assert "sliding-window" in capsys.readouterr().err

@@ -34,6 +34,12 @@ from lc_train.oomb.config import ChunkRecurrentConfig
 MODEL_ALIASES = {"smollm2": "smollm2-135m-instruct", "gemma3": "gemma-3-270m"}
 """Short names of the embedded models (loaded through ``lc_agents``)."""
 
+UNSUPPORTED_EMBEDDED = {
+    "gemma-3-270m": "Gemma 3 interleaves sliding-window attention layers (model_type "
+    "gemma3_text), which chunk-recurrent training does not support"
+}
+"""Embedded models refused before loading, with the reason."""
+
 # fields that define the trajectory: a resumed run must agree on them
 _RUN_FIELDS = (
     "model",
@@ -493,6 +499,9 @@ def finetune(
             f"{out} already holds checkpoints (latest {previous.name}); pass --resume to "
             "continue that run or choose another --out"
         )
+    full = MODEL_ALIASES.get(config.model, config.model)
+    if model is None and full in UNSUPPORTED_EMBEDDED and not Path(config.model).is_dir():
+        raise FinetuneError(f"{config.model!r}: {UNSUPPORTED_EMBEDDED[full]}")
     created = _init_distributed(config)
     try:
         return _run(config, out, previous, model, tokenizer, stop_after, progress, tqdm)
@@ -546,7 +555,7 @@ def _run(
         device = torch.device("cuda", torch.cuda.current_device())
     if model is None:
         model, tokenizer = load_model_and_tokenizer(config.model, dtype)
-    try:
+    try:  # e.g. a local directory of an unsupported family
         check_model(model)
     except ValueError as exc:
         raise FinetuneError(str(exc)) from exc
