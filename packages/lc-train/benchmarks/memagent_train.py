@@ -364,7 +364,7 @@ def cmd_dapo(args) -> None:
             if len({e.reward for e in g}) > 1:
                 groups.append(g)
         entry = {"step": step + 1, "drawn_groups": drawn, "rewards": all_rewards}
-        batch = build_turn_batch(groups) if groups else None
+        batch = build_turn_batch(groups, overlong=dcfg) if groups else None
         if batch is not None:
             stats = dapo_step(
                 model,
