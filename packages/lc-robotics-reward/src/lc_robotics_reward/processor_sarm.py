@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -72,7 +73,8 @@ class SARMProcessor:
         dataset: annotated episodes.
         task: which task's episodes to use (its subtasks are the stages).
         config: the model config (window size, augmentations).
-        embedder: text embedder for the task and the perturbation texts.
+        embedder: a :class:`~lc_robotics_reward.TextEmbedder` (``embed_texts``; any
+            lc-agents ``Embedder`` fits too) for the task and the perturbation texts.
         alpha: temporal proportions; default: computed from ``dataset``.
         distractors: texts for language perturbation (other tasks in the dataset are
             added to them).
@@ -104,7 +106,9 @@ class SARMProcessor:
         self.alpha = dataset.temporal_proportions(task) if alpha is None else np.asarray(alpha)
         others = [t for t in dataset.tasks if t != task] + [d for d in distractors if d != task]
         texts = [task, *dict.fromkeys(others)]
-        self.text_table = torch.from_numpy(np.asarray(embedder(texts), dtype=np.float32))
+        # a plain callable with ``dim`` (the former TextEmbedder shape) is still accepted
+        embed: Any = getattr(embedder, "embed_texts", None) or embedder
+        self.text_table = torch.from_numpy(np.asarray(embed(texts), dtype=np.float32))
         if self.text_table.shape[1] != config.text_dim:
             raise ValueError(
                 f"text embedder gives {self.text_table.shape[1]}-d vectors; "

@@ -8,11 +8,17 @@ signed bag of hashed words and word pairs: deterministic and free, but it only s
 lexical overlap (two paraphrases with different words get unrelated vectors), so use it
 only with a fixed set of task texts, as in the benchmarks here.
 
+Both satisfy :class:`TextEmbedder`, which has the shape of lc-agents' ``Embedder``
+protocol (``name``, ``dim``, ``embed_texts(texts) -> float32 [n, dim]``), so an
+lc-agents embedder can be handed to :class:`~lc_robotics_reward.SARMProcessor` and these
+can fill an lc-agents vector store. Calling an embedder (``emb(texts)``) is an alias of
+``embed_texts``.
+
 Example:
     >>> emb = HashingTextEmbedder(dim=16)
-    >>> v = emb(["put the block in the bin"])
-    >>> v.shape
-    (1, 16)
+    >>> v = emb.embed_texts(["put the block in the bin"])
+    >>> v.shape, emb.name
+    ((1, 16), 'hashing-words-16')
 """
 
 from __future__ import annotations
@@ -21,30 +27,51 @@ import hashlib
 import itertools
 import os
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 MINILM_DIM = 384
 
 
+# lc-robotics-reward stands alone (DESIGN.md: torch / numpy only, no lc-* imports), so it
+# cannot import lc_agents.retrieval.Embedder. This protocol repeats that one's shape
+# member for member instead (lc-agents' test suite checks our embedders against it).
+@runtime_checkable
 class TextEmbedder(Protocol):
-    """Maps texts to unit-norm vectors ``[N, dim]`` (float32)."""
+    """Maps texts to vectors: ``embed_texts(texts) -> float32 [len(texts), dim]``.
 
+    ``name`` identifies the embedding space, ``dim`` is the vector width; rows have unit
+    L2 norm (a text with no words may give a zero row). The shape of lc-agents'
+    ``Embedder`` protocol. A plain callable ``texts -> [n, dim]`` with a ``dim``
+    attribute (this protocol's former shape) is still accepted by ``SARMProcessor``.
+    """
+
+    name: str
     dim: int
 
-    def __call__(self, texts: Sequence[str]) -> np.ndarray: ...
+    def embed_texts(self, texts: list[str]) -> np.ndarray:
+        """Embed ``texts``; returns float32 ``[len(texts), dim]``."""
+        ...
 
 
 class HashingTextEmbedder:
-    """Signed feature hashing of lower-cased words and adjacent word pairs, L2-normalised."""
+    """Signed feature hashing of lower-cased words and adjacent word pairs, L2-normalised.
+
+    Args:
+        dim: vector width (>= 2).
+    """
 
     def __init__(self, dim: int = MINILM_DIM) -> None:
         if dim < 2:
             raise ValueError(f"dim={dim}; allowed: >= 2")
         self.dim = dim
+        self.name = f"hashing-words-{dim}"
 
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-norm hashed vectors, float32 ``[len(texts), dim]`` (zero rows for no words)."""
+        import torch
+
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, text in enumerate(texts):
             words = text.lower().replace(",", " ").split()
@@ -52,10 +79,13 @@ class HashingTextEmbedder:
             for gram in grams:
                 h = int.from_bytes(hashlib.blake2b(gram.encode(), digest_size=8).digest(), "little")
                 out[i, h % self.dim] += 1.0 if (h >> 32) & 1 else -1.0
-            norm = np.linalg.norm(out[i])
-            if norm > 0:
-                out[i] /= norm
-        return out
+        # torch's own row normalisation (zero rows stay zero): lc-agents' normalize_rows
+        # is out of reach (see TextEmbedder) and a copy of it here would be a second one.
+        return torch.nn.functional.normalize(torch.from_numpy(out), dim=1).numpy()
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        """Alias of :meth:`embed_texts`."""
+        return self.embed_texts(texts)
 
 
 class MiniLMTextEmbedder:
@@ -65,6 +95,7 @@ class MiniLMTextEmbedder:
         ImportError: the ``text`` extra is not installed.
     """
 
+    name = "all-MiniLM-L6-v2"
     dim = MINILM_DIM
 
     def __init__(self, device: str = "cpu") -> None:
@@ -78,9 +109,16 @@ class MiniLMTextEmbedder:
 
         self.model = SentenceTransformer(path, device=device)
 
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-norm sentence embeddings, float32 ``[len(texts), 384]``."""
+        if not texts:  # the model returns a shapeless empty array for no inputs
+            return np.zeros((0, self.dim), dtype=np.float32)
         vecs = self.model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True)
         return np.asarray(vecs, dtype=np.float32)
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        """Alias of :meth:`embed_texts`."""
+        return self.embed_texts(texts)
 
 
 def minilm_path() -> str | None:

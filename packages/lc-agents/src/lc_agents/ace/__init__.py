@@ -8,7 +8,8 @@ The pieces:
 * :class:`Generator`, :class:`Reflector`, :class:`Curator`: the three roles around any
   chat model (``chat(messages, **options) -> str``).
 * :func:`deduplicate` with :class:`MiniLMEmbedder`: grow-and-refine merging of
-  near-duplicate bullets (needs ``lc-agents[embeddings]``).
+  near-duplicate bullets (needs ``lc-agents[embeddings]``). It takes any
+  :class:`~lc_agents.retrieval.Embedder`; ``Embedder`` here is an alias of that protocol.
 * :class:`Ace`: offline (labelled, multi-epoch) and online (feedback-only) adaptation,
   resumable from the store; :class:`RewriteMemory`: the rewrite-everything baseline.
 

