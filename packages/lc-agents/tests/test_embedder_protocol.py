@@ -120,13 +120,6 @@ def test_there_is_one_embedder_protocol() -> None:
     assert ImageEncoder in ImageEmbedder.__mro__
 
 
-def test_robotics_embedders_satisfy_the_same_protocol() -> None:
-    # lc-robotics-reward stands alone (it may not import lc-agents); its embedders have
-    # the same shape. Skipped in lc-agents' isolated environment, where it is absent.
-    text = pytest.importorskip("lc_robotics_reward.text")
-    _check_protocol_and_rows(text.HashingTextEmbedder(32), TINY)
-
-
 # --------------------------------------------------------------------------- normalize_rows
 
 
