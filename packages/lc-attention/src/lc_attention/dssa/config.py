@@ -189,20 +189,15 @@ class DSSAConfig:
         [small][lc_attention.dssa.DSSAConfig.small] (16 blocks of 64, every query
         selecting its own blocks, as in the paper) with blocks scored through 4-token
         spans (``kernel_size=4, stride=4``) instead of 32-token spans every 16. A long
-        span's mean dilutes a single relevant key; short spans keep it. On the embedded
-        SmolLM2-135M and Gemma-3-270M this kept dense attention's NIAH accuracy at 4K
-        (and at 8K on Gemma-3) with perplexity within 2% of dense, where ``small()``
-        loses both. From 8K on give each query about a quarter of the context:
-        ``training_free(topk=32)`` kept dense NIAH with perplexity within 2% at 8K on
-        both models, Gemma-3 at 16K needed ``topk=64`` (dense NIAH, +0.7%) and at 32K
-        ``topk=128`` (perplexity +0.4%; 16 blocks: +11.5%). ``topk_fraction=0.25`` grows
-        the budget with the position instead (a quarter of the blocks each query sees:
-        +0.9% on SmolLM2 at 8K; +2.8% to +3.8% on Gemma-3 at 8K-32K). Stage 1
-        scores 4x as many spans: on CPU the 4-layer SmolLM2 prefills 1.2x / 1.4x faster
-        than dense at 8K / 16K with this preset (0.8x / 1.1x with ``topk=32``), and
-        1.5x / 2.2-2.4x with a selection shared by 64 queries (``query_block=64``),
-        which loses retrieval from 8K on. Measurements:
-        ``docs/packages/lc-attention-dssa-trainingfree.md``.
+        span's mean dilutes a single relevant key; short spans keep it.
+
+        Recommended setting: the preset as it is up to 4K tokens; from 8K on give each
+        query about a quarter of the context (``training_free(topk=32)`` at 8K,
+        ``topk=64`` at 16K, ``topk=128`` at 32K), or let the budget grow with the
+        position with ``topk_fraction=0.25``. Stage 1 scores 4x as many spans as
+        ``small()``, so the CPU prefill is slower than with a selection shared by 64
+        queries (``query_block=64``), which is faster but loses retrieval from 8K on.
+        Measurements: ``docs/benchmarks/lc-attention-dssa-trainingfree.md``.
 
         Args:
             **overrides: fields to change from the preset.
