@@ -715,7 +715,10 @@ def backward_scratch_bytes(
     outputs dQ, dK, dV and the block -> query index, which the FSA forward built).
 
     Args:
-        n, hq, hkv, d: packed queries ``[N, HQ, D]`` and the KV head count.
+        n: packed queries ``N`` (of ``q [N, HQ, D]``).
+        hq: query heads ``HQ``.
+        hkv: key/value heads.
+        d: head dimension ``D``.
         s: slots per query (``block_indices.shape[-1]``).
         block_size: tokens per key/value block.
         dtype: dtype of ``q``.
