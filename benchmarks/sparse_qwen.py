@@ -44,6 +44,7 @@ from lychee_common import chat_ids
 from lc_attention.dssa import DSSAConfig
 from lc_attention.hf import enable_dssa
 from lc_attention.lychee import PreallocatedCache, RoleMap, enable_lychee
+from lc_evals.report import wilson_interval
 
 MODEL = "qwen2.5-coder-0.5b-instruct"
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -216,17 +217,6 @@ def quality(args: argparse.Namespace) -> None:
                 f"{r['method']}={math.exp(r['nll_second_half']):.3f}" for r in recs), flush=True)  # fmt: skip
 
 
-def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson 95% interval of a proportion ``k / n`` (``k`` may be fractional)."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return (max(0.0, mid - half), min(1.0, mid + half))
-
-
 def summarize(recs: list[dict[str, Any]]) -> dict[str, Any]:
     """Accuracy per (length, task, method) on the items every method finished."""
     rows = []
@@ -244,7 +234,7 @@ def summarize(recs: list[dict[str, Any]]) -> dict[str, Any]:
             dense = sum(v["dense"] for v in full)
             for m in METHODS:
                 k = sum(v[m] for v in full)
-                lo, hi = wilson(k, len(full))
+                lo, hi = wilson_interval(k, len(full))
                 rows.append({"length": length, "task": task, "method": m, "n": len(full),
                              "accuracy": k / len(full), "ci95": [lo, hi],
                              "fraction_of_dense": k / dense if dense else None})  # fmt: skip
