@@ -112,3 +112,25 @@ def test_bc_on_good_demos_solves_two_blocks() -> None:
     ok, steps = rollout_outcomes(policy, task, 50, seed=123)
     assert ok.mean() >= 0.3
     assert steps.mean() >= 1.0
+
+
+@pytest.mark.parametrize("where", ["obs", "actions"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_training_data_is_rejected_naming_the_rows(where: str, bad: float) -> None:
+    rng = np.random.default_rng(0)
+    data = {
+        "obs": rng.normal(size=(32, 4)).astype(np.float32),
+        "actions": rng.normal(size=(32, 2)).astype(np.float32),
+    }
+    data[where][7, 1] = bad
+    with pytest.raises(ValueError, match=rf"{where} has 1 non-finite .*first rows \[7\]"):
+        train_bc(data["obs"], data["actions"], np.ones(32), BCConfig(steps=2), seed=0)
+
+
+def test_policy_refuses_non_finite_observations() -> None:
+    obs = np.random.default_rng(0).normal(size=(16, 3)).astype(np.float32)
+    policy = train_bc(obs, obs[:, :2], np.ones(16), BCConfig(steps=2), seed=0)
+    assert np.isfinite(policy.act(obs)).all()
+    obs[3, 0] = np.nan
+    with pytest.raises(ValueError, match=r"obs has 1 non-finite"):
+        policy.act(obs)

@@ -54,7 +54,9 @@ def test_bad_inputs_raise() -> None:
     with pytest.raises(ValueError, match="chunk"):
         progress_deltas(np.zeros(3), 0)
     with pytest.raises(ValueError, match="finite"):
-        rabc_weights(np.array([np.nan]))
+        rabc_weights(np.array([np.inf]))
+    with pytest.raises(ValueError, match="infinite"):
+        progress_deltas(np.array([0.0, -np.inf]), 1)
     with pytest.raises(ValueError, match="same 1-D shape"):
         weighted_bc_loss(torch.zeros(3), torch.zeros(2))
 
@@ -66,3 +68,80 @@ def test_episode_filter_keeps_episodes_that_end_high() -> None:
     assert kept.tolist() == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="threshold"):
         episode_filter([np.zeros(2)], threshold=1.5)
+
+
+def _lerobot_rabc_reference(
+    progress: dict[int, list[float]], chunk: int, kappa: float = 0.01, eps: float = 1e-6
+) -> list[float]:
+    """RA-BC weights as LeRobot's SARM sample weighter defines them, written out frame by
+    frame: the delta looks ``chunk`` frames ahead inside the episode (its last frame at
+    the end); frames with unknown (NaN) progress are left out of the statistics and get
+    the fallback weight 1; ``mu = max(mean, 0)``, ``sigma = max(std, eps)``."""
+    deltas: list[float] = []
+    for values in progress.values():
+        n = len(values)
+        for t in range(n):
+            future = values[min(t + chunk, n - 1)]
+            deltas.append(future - values[t])
+    known = [d for d in deltas if d == d]
+    mean = sum(known) / len(known)
+    std = (sum((d - mean) ** 2 for d in known) / len(known)) ** 0.5
+    mu, sigma = max(mean, 0.0), max(std, eps)
+    out = []
+    for d in deltas:
+        if d != d or d > kappa:  # unknown (fallback) or clear progress
+            out.append(1.0)
+        elif d >= 0:
+            out.append(min(max((d - (mu - 2 * sigma)) / (4 * sigma + eps), 0.0), 1.0))
+        else:
+            out.append(0.0)
+    return out
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 50])
+def test_weights_match_lerobots_definition_on_the_same_progress(chunk: int) -> None:
+    rng = np.random.default_rng(chunk)
+    progress = {
+        0: np.cumsum(rng.uniform(0.0, 0.02, 40)).tolist(),  # steady progress
+        1: (0.8 - np.cumsum(rng.uniform(0.0, 0.03, 30))).tolist(),  # regresses throughout
+        2: [0.5] * 12 + [0.45, np.nan, 0.47] + [0.3] * 10,  # stalls; one unknown frame
+        3: (1.0 - np.cumsum(rng.uniform(0.0, 0.05, 25))).tolist(),
+    }
+    expected = _lerobot_rabc_reference(progress, chunk)
+    arrays = [np.asarray(v) for v in progress.values()]
+    deltas = progress_deltas(arrays, chunk)
+    assert np.nanmean(deltas) < 0  # the clamp of mu at 0 matters here
+    np.testing.assert_allclose(rabc_weights(deltas), expected, rtol=0, atol=1e-12)
+    from lc_robotics_reward.rabc import RABCWeighter
+
+    weighter = RABCWeighter.from_episodes(arrays, chunk_size=chunk)
+    np.testing.assert_allclose(weighter.weights, expected, rtol=0, atol=1e-12)
+
+
+def test_constant_progress_uses_eps_as_sigma() -> None:
+    # every delta 0: LeRobot's sigma is eps, so the soft weight is 2 eps / (5 eps) = 0.4
+    w = rabc_weights(progress_deltas(np.full(6, 0.3), 2))
+    np.testing.assert_allclose(w, 0.4)
+
+
+def test_weighter_reads_lerobot_progress_parquet_and_normalises_batches(tmp_path) -> None:
+    from lc_robotics_reward.rabc import RABCWeighter, write_progress
+
+    episodes = [np.array([0.0, 0.2, 0.2, 0.1]), np.array([0.5, 0.5, 0.9])]
+    path = write_progress(tmp_path / "sarm_progress.parquet", episodes)
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    assert table.column_names == ["index", "episode_index", "frame_index", "progress_sparse"]
+    weighter = RABCWeighter.from_parquet(path, chunk_size=1)
+    expected = _lerobot_rabc_reference({i: e.tolist() for i, e in enumerate(episodes)}, 1)
+    np.testing.assert_allclose(weighter.weights, expected, atol=1e-6)
+    w, stats = weighter.compute_batch_weights({"index": torch.tensor([0, 2, 6, 3])})
+    raw = np.array([expected[i] for i in (0, 2, 6, 3)])
+    np.testing.assert_allclose(w.numpy(), raw * 4 / (raw.sum() + 1e-6), rtol=1e-5)
+    assert stats["num_zero_weight"] == int((raw == 0).sum())
+    assert weighter.get_stats()["chunk_size"] == 1
+    with pytest.raises(ValueError, match="progress_dense"):
+        RABCWeighter.from_parquet(path, head_mode="dense")
+    with pytest.raises(KeyError, match="frame index 99"):
+        weighter.weights_for([99])

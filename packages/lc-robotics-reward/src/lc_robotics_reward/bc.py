@@ -23,6 +23,19 @@ import numpy as np
 
 from lc_robotics_reward.rabc import weighted_bc_loss
 
+
+def _check_finite(name: str, arr: np.ndarray) -> None:
+    """Raise ``ValueError`` naming the first rows of ``arr`` that hold NaN or inf."""
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        rows = np.nonzero(bad.reshape(arr.shape[0], -1).any(1))[0] if arr.ndim else [0]
+        raise ValueError(
+            f"{name} has {int(bad.sum())} non-finite value(s) (NaN or inf) in "
+            f"{len(rows)} row(s), first rows {list(map(int, rows[:5]))}; clean or drop them "
+            "before training"
+        )
+
+
 if TYPE_CHECKING:
     import torch
 
@@ -102,6 +115,10 @@ class BCPolicy:
         """Actions ``[N, action_dim]`` for observations ``[N, obs_dim]``."""
         import torch
 
+        obs = np.asarray(obs, dtype=np.float32)
+        if obs.ndim != 2 or obs.shape[1] != self.mean.shape[0]:
+            raise ValueError(f"obs has shape {obs.shape}; expected [N, {self.mean.shape[0]}]")
+        _check_finite("obs", obs)
         x = torch.from_numpy(((obs - self.mean) / self.std).astype(np.float32))
         with torch.no_grad():
             return self.net(x).numpy()
@@ -118,6 +135,11 @@ def train_bc(
 
     Samples of weight zero never enter a batch (filtering costs no compute); the loss of
     a batch is ``sum(w * l) / sum(w)`` with ``l`` the per-sample squared error.
+
+    Raises:
+        ValueError: mismatched shapes, negative or non-finite weights, or any NaN or inf
+            in ``obs`` or ``actions`` (named with the offending rows), which would
+            otherwise train a policy that outputs NaN.
     """
     import torch
 
@@ -131,6 +153,8 @@ def train_bc(
         )
     if actions.shape[0] != obs.shape[0]:
         raise ValueError(f"{obs.shape[0]} observations but {actions.shape[0]} actions")
+    _check_finite("obs", obs)
+    _check_finite("actions", actions)
     if (weights < 0).any() or not np.isfinite(weights).all():
         raise ValueError("weights must be finite and >= 0")
     keep = np.nonzero(weights > 0)[0]
