@@ -14,7 +14,7 @@ from lc_evals.arena.battle import BattleConfig, baseline_runs, battle_id, run_ba
 from lc_evals.arena.issue import Issue
 from lc_evals.arena.leaderboard import Standing, leaderboard
 from lc_evals.arena.prompts import Retriever
-from lc_evals.arena.sandbox import RunResult
+from lc_evals.arena.sandbox import RunResult, require_isolation
 from lc_evals.errors import ResultsFileError
 from lc_evals.types import ChatModel
 
@@ -116,11 +116,17 @@ def run_arena(
 
     Returns:
         The leaderboard over every record in the store (old and new).
+
+    Raises:
+        IsolationUnavailable: bubblewrap cannot run here and ``config`` does not set
+            ``unsafe_no_isolation``.
     """
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds!r}")
     st = store if isinstance(store, ArenaStore) else ArenaStore(store)
     cfg = config or BattleConfig()
+    if not cfg.unsafe_no_isolation:
+        require_isolation()  # before any model is asked
     done = st.done()
     plan = [
         (issue, sub, rev, r)
@@ -134,7 +140,9 @@ def run_arena(
         task = bar.add_task("battles", total=len(plan))
         for issue, sub, rev, r in plan:
             if issue.id not in cache:
-                cache[issue.id] = baseline_runs(issue, cfg.limits)
+                cache[issue.id] = baseline_runs(
+                    issue, cfg.limits, unsafe_no_isolation=cfg.unsafe_no_isolation
+                )
             record = run_battle(
                 issue,
                 models[sub],

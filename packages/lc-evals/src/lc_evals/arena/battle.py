@@ -20,6 +20,16 @@ Verdicts (following SwingArena's rules; see :func:`judge`):
 * both valid: the submitter wins if its patch passes the reviewer's tests, else the
   reviewer wins. Only one valid: that side wins. Neither: a draw.
 * scores: ``+1`` to the winner, ``-1`` to a side whose output is invalid, else ``0``.
+
+Integrity: the submitter's patch may change source only. A patch that adds, changes or
+deletes a test file, ``conftest.py``, test or build configuration (``pytest.ini``,
+``tox.ini``, ``setup.cfg``, ``setup.py``, ``pyproject.toml`` ...), ``sitecustomize``,
+a ``.pth`` file, bytecode, a file of the test commands, or a new top-level module that
+shadows an installed one is rejected before any run (``ci_generated.patch_error``
+starts with ``"protected:"``), and so is invalid. The reviewer's diff may write test
+files only. The review runs therefore execute the reviewer's own test tree (the
+original repository's plus the reviewer's files) against the patched source, and the
+default review command adds ``--noconftest``.
 """
 
 from __future__ import annotations
@@ -28,10 +38,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from lc_evals.arena.issue import Issue
-from lc_evals.arena.patch import PatchError, parse_patch
+from lc_evals.arena.patch import (
+    PatchError,
+    check_path,
+    check_review,
+    check_submission,
+    parse_patch,
+)
 from lc_evals.arena.prompts import (
     Retriever,
     read_review,
@@ -41,7 +58,7 @@ from lc_evals.arena.prompts import (
     submitter_messages,
     whole_file_context,
 )
-from lc_evals.arena.sandbox import RunResult, SandboxLimits, run_sandboxed
+from lc_evals.arena.sandbox import RunResult, SandboxLimits, require_isolation, run_sandboxed
 from lc_evals.types import ChatModel
 
 
@@ -57,6 +74,10 @@ class BattleConfig:
         temperature: sampling temperature of both models (0 = greedy).
         workers: sandboxed runs executed at the same time (the three runs after the
             models replied are independent).
+        unsafe_no_isolation: run the code without bubblewrap where it is unavailable
+            (recorded in every run and in the battle record as
+            ``"unsafe-no-isolation"``). Never for untrusted models on a machine that
+            matters.
     """
 
     limits: SandboxLimits = field(default_factory=SandboxLimits)
@@ -65,6 +86,7 @@ class BattleConfig:
     reviewer_tokens: int = 768
     temperature: float = 0.0
     workers: int = 3
+    unsafe_no_isolation: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_context_chars", "submitter_tokens", "reviewer_tokens", "workers"):
@@ -139,7 +161,15 @@ def judge(runs: Mapping[str, RunResult | None]) -> Verdict:
     elif patch_valid:
         winner, reason = "submitter", "the reviewer's tests are invalid (fail on the gold patch)"
     elif tests_valid:
-        winner, reason = "reviewer", "the patch is invalid (does not apply or breaks CI)"
+        why = gen.patch_error if gen is not None and gen.patch_error else None
+        winner, reason = (
+            "reviewer",
+            (
+                f"the patch is invalid ({why})"
+                if why
+                else "the patch is invalid (does not apply or breaks CI)"
+            ),
+        )
     else:
         winner, reason = "draw", "neither the patch nor the tests are valid"
     sub = 1 if winner == "submitter" else (-1 if not patch_valid else 0)
@@ -158,16 +188,58 @@ def judge(runs: Mapping[str, RunResult | None]) -> Verdict:
     )
 
 
+def _command_files(issue: Issue) -> set[str]:
+    """Repository files named in the test commands (a script the check runs)."""
+    root = Path(issue.repo)
+    names = set()
+    for part in (*issue.test_command, *issue.review_command):
+        if part.startswith(("{", "-", "/")):
+            continue
+        try:
+            rel = check_path(part)
+        except PatchError:
+            continue
+        if (root / rel).is_file():
+            names.add(rel)
+    return names
+
+
+def _refuse_submission(issue: Issue, patch: str) -> str | None:
+    """``"protected: <reason>"`` when the submitter's patch touches what judges it."""
+    try:
+        check_submission(patch, repo=issue.repo, extra=_command_files(issue))
+    except PatchError as exc:
+        return str(exc) if exc.kind == "protected" else None
+    return None
+
+
+def _refuse_review(tests: str) -> str | None:
+    try:
+        check_review(tests)
+    except PatchError as exc:
+        return str(exc) if exc.kind == "protected" else None
+    return None
+
+
 def battle_id(issue: Issue, submitter: str, reviewer: str, round_index: int = 0) -> str:
     """Stable id of a battle: ``"<issue>|<submitter>|<reviewer>|<round>"``."""
     return f"{issue.id}|{submitter}|{reviewer}|{round_index}"
 
 
-def baseline_runs(issue: Issue, limits: SandboxLimits) -> dict[str, RunResult]:
+def baseline_runs(
+    issue: Issue, limits: SandboxLimits, *, unsafe_no_isolation: bool = False
+) -> dict[str, RunResult]:
     """The repository's check on the original code and with the gold patch."""
+    if not unsafe_no_isolation:
+        require_isolation()
     with ThreadPoolExecutor(max_workers=2) as pool:
         original = pool.submit(
-            run_sandboxed, issue.repo, issue.test_command, limits=limits, env=issue.env
+            run_sandboxed,
+            issue.repo,
+            issue.test_command,
+            limits=limits,
+            env=issue.env,
+            unsafe_no_isolation=unsafe_no_isolation,
         )
         gold = pool.submit(
             run_sandboxed,
@@ -176,6 +248,7 @@ def baseline_runs(issue: Issue, limits: SandboxLimits) -> dict[str, RunResult]:
             patches=[issue.gold_patch],
             limits=limits,
             env=issue.env,
+            unsafe_no_isolation=unsafe_no_isolation,
         )
         return {"ci_original": original.result(), "ci_gold": gold.result()}
 
@@ -209,10 +282,17 @@ def run_battle(
 
     Returns:
         ``{"id", "issue", "submitter", "reviewer", "round", "patch", "tests",
-        "replies", "runs", "verdict", "events", "seconds"}``; ``runs`` maps run names
-        to :meth:`RunResult.to_dict`, ``events`` lists every containment event with its run.
+        "replies", "runs", "verdict", "events", "isolation", "seconds"}``; ``runs`` maps
+        run names to :meth:`RunResult.to_dict`, ``events`` lists every containment event
+        with its run, ``isolation`` is ``"bubblewrap"`` or ``"unsafe-no-isolation"``.
+
+    Raises:
+        IsolationUnavailable: bubblewrap cannot run here and the config does not allow
+            running without isolation (raised before the models are asked).
     """
     cfg = config or BattleConfig()
+    if not cfg.unsafe_no_isolation:
+        require_isolation()
     say = on_stage or (lambda stage: None)
     start = time.monotonic()
     retrieve = retriever or whole_file_context(issue.repo)
@@ -232,20 +312,35 @@ def run_battle(
     )
     tests = read_review(rev_reply, issue.review_test_path)
     say("ci")
-    runs: dict[str, RunResult | None] = dict(baseline or baseline_runs(issue, cfg.limits))
+    unsafe = cfg.unsafe_no_isolation
+    runs: dict[str, RunResult | None] = dict(
+        baseline or baseline_runs(issue, cfg.limits, unsafe_no_isolation=unsafe)
+    )
     lim = cfg.limits
 
     def sandboxed(argv: Sequence[str], patches: list[str]) -> RunResult:
-        return run_sandboxed(issue.repo, argv, patches=patches, limits=lim, env=issue.env)
+        return run_sandboxed(
+            issue.repo,
+            argv,
+            patches=patches,
+            limits=lim,
+            env=issue.env,
+            unsafe_no_isolation=unsafe,
+        )
 
     jobs: dict[str, tuple[Sequence[str], list[str]]] = {}
-    if patch:
+    patch_refusal = _refuse_submission(issue, patch) if patch else None
+    tests_refusal = _refuse_review(tests) if tests else None
+    if patch and patch_refusal is None:
         jobs["ci_generated"] = (issue.test_command, [patch])
     else:
         runs["ci_generated"] = RunResult(
-            returncode=None, patch_error="empty: the reply holds no diff"
+            returncode=None, patch_error=patch_refusal or "empty: the reply holds no diff"
         )
-    if tests:
+    if tests and tests_refusal is not None:
+        runs["review_gold"] = RunResult(returncode=None, patch_error=tests_refusal)
+        runs["review_original"] = None
+    elif tests:
         argv = _review_argv(issue, tests)
         jobs["review_gold"] = (argv, [issue.gold_patch, tests])
         jobs["review_original"] = (argv, [tests])
@@ -282,5 +377,6 @@ def run_battle(
         "runs": {k: (v.to_dict() if v is not None else None) for k, v in runs.items()},
         "verdict": verdict.__dict__,
         "events": events,
+        "isolation": "unsafe-no-isolation" if unsafe else "bubblewrap",
         "seconds": round(time.monotonic() - start, 3),
     }

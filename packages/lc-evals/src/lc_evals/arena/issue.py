@@ -13,7 +13,16 @@ from typing import Any
 from lc_evals.arena.patch import parse_patch
 
 DEFAULT_TEST_COMMAND = ("{python}", "-m", "pytest", "-q", "-p", "no:cacheprovider")
-DEFAULT_REVIEW_COMMAND = ("{python}", "-m", "pytest", "-q", "-p", "no:cacheprovider", "{tests}")
+DEFAULT_REVIEW_COMMAND = (
+    "{python}",
+    "-m",
+    "pytest",
+    "-q",
+    "-p",
+    "no:cacheprovider",
+    "--noconftest",
+    "{tests}",
+)
 
 
 def _argv(value: str | Sequence[str], name: str) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import sys
 from dataclasses import dataclass, field
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -34,7 +35,9 @@ class PatchError(ValueError):
         kind: one of ``"malformed"``, ``"empty"``, ``"path"`` (escapes the repository or
             is otherwise not allowed), ``"binary"``, ``"mismatch"`` (context or removed
             lines not found), ``"exists"`` (creating a file that exists), ``"missing"``
-            (editing or deleting a file that does not exist).
+            (editing or deleting a file that does not exist), ``"protected"`` (a
+            submitter touching tests or test configuration, see
+            :func:`check_submission`).
         path: the file concerned, if any.
     """
 
@@ -338,3 +341,137 @@ def make_diff(path: str, old: str | None, new: str | None, context: int = 3) -> 
     for line in diff:
         out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(out)
+
+
+#: File names that configure how tests are collected and run, or what Python imports at
+#: start-up; a submitter's patch may not add, change or delete them anywhere.
+TEST_CONFIG_NAMES = frozenset(
+    {
+        "conftest.py",
+        "pytest.ini",
+        ".pytest.ini",
+        "tox.ini",
+        "setup.cfg",
+        "setup.py",
+        "pyproject.toml",
+        "noxfile.py",
+        "sitecustomize.py",
+        "usercustomize.py",
+        ".coveragerc",
+        "Makefile",
+        "GNUmakefile",
+        "unittest.cfg",
+        "nose.cfg",
+        ".noserc",
+    }
+)
+_TEST_DIRS = frozenset({"tests", "test"})
+#: Modules a new top-level file must not shadow: the test runner and its plugins.
+_RUNNER_MODULES = frozenset(
+    {"pytest", "_pytest", "pluggy", "py", "iniconfig", "hypothesis", "unittest", "nose", "tox"}
+)
+
+
+def is_test_file(path: str) -> bool:
+    """Whether ``path`` is a test file: ``test_*.py``, ``*_test.py``, or anything under a
+    ``tests``/``test`` directory.
+
+    >>> is_test_file("tests/helpers.py"), is_test_file("pkg/test_x.py"), is_test_file("pkg/x.py")
+    (True, True, False)
+    """
+    parts = path.split("/")
+    name = parts[-1]
+    return (
+        (name.startswith("test_") and name.endswith(".py"))
+        or name.endswith("_test.py")
+        or any(p in _TEST_DIRS for p in parts[:-1])
+    )
+
+
+def _shadows(top: str) -> str | None:
+    import importlib.util
+
+    name = top[:-3] if top.endswith(".py") else top
+    if not name.isidentifier():
+        return None
+    if name in _RUNNER_MODULES or name in sys.stdlib_module_names:
+        return name
+    try:
+        return name if importlib.util.find_spec(name) is not None else None
+    except (ImportError, ValueError):
+        return None
+
+
+def protected_reason(
+    path: str,
+    *,
+    repo: str | os.PathLike[str] | None = None,
+    extra: frozenset[str] | set[str] = frozenset(),
+) -> str | None:
+    """Why a submitter may not touch ``path`` (repository-relative), or ``None``.
+
+    Refused: test files (:func:`is_test_file`), files that configure how tests run
+    (:data:`TEST_CONFIG_NAMES`), ``.pth`` files, bytecode, paths named in ``extra`` (the
+    files of the test commands), and a new top-level module that would shadow the test
+    runner, the standard library or an installed module (checked when ``repo`` is given).
+
+    >>> protected_reason("conftest.py")
+    'conftest.py changes how tests run'
+    >>> protected_reason("mathx/core.py") is None
+    True
+    """
+    parts = path.split("/")
+    name = parts[-1]
+    if name in TEST_CONFIG_NAMES:
+        return f"{path} changes how tests run"
+    if name.endswith((".pth", ".pyc", ".pyo", ".egg-link")) or "__pycache__" in parts:
+        return f"{path} is loaded at interpreter start-up or as bytecode"
+    if is_test_file(path):
+        return f"{path} is a test file"
+    if path in extra:
+        return f"{path} is part of the test command"
+    if repo is not None and not (pathlib.Path(repo) / parts[0]).exists():
+        shadowed = _shadows(parts[0])
+        if shadowed is not None:
+            return f"{path} adds a top-level module that shadows {shadowed!r}"
+    return None
+
+
+def check_submission(
+    text: str,
+    *,
+    repo: str | os.PathLike[str] | None = None,
+    extra: frozenset[str] | set[str] = frozenset(),
+) -> None:
+    """Refuse a submitter's patch that touches what decides whether tests pass.
+
+    Raises:
+        PatchError: ``kind="protected"`` naming the first such path (renames and
+            deletions count for both their old and new path); ``"malformed"``/``"empty"``
+            as :func:`parse_patch`.
+
+    >>> check_submission(make_diff("conftest.py", None, "import pytest\\n"))
+    Traceback (most recent call last):
+    ...
+    lc_evals.arena.patch.PatchError: protected: conftest.py changes how tests run
+    """
+    for fp in parse_patch(text):
+        for path in dict.fromkeys(p for p in (fp.old_path, fp.new_path) if p):
+            reason = protected_reason(path, repo=repo, extra=extra)
+            if reason is not None:
+                raise PatchError("protected", reason, path)
+
+
+def check_review(text: str) -> None:
+    """Refuse a reviewer's patch that writes anything but test files (``conftest.py``
+    and test configuration included).
+
+    Raises:
+        PatchError: ``kind="protected"`` naming the first such path.
+    """
+    for fp in parse_patch(text):
+        for path in dict.fromkeys(p for p in (fp.old_path, fp.new_path) if p):
+            if not is_test_file(path) or path.split("/")[-1] in TEST_CONFIG_NAMES:
+                raise PatchError(
+                    "protected", f"{path}: the reviewer may only write test files", path
+                )

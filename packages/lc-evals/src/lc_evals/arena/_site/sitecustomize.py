@@ -1,6 +1,7 @@
 """Audit hook loaded into every sandboxed Python process (via ``PYTHONPATH``).
 
-It blocks, and records as a containment event, Python-level network use (creating a
+Advisory only: the isolation is bubblewrap's (namespaces, read-only system, no
+capabilities); this hook turns what Python code tries into readable events. It blocks, and records as a containment event, Python-level network use (creating a
 non-AF_UNIX socket, connect, bind, sendto, DNS lookups) and writes, deletions, renames
 or permission changes outside the writable roots. Python code only: a C extension or
 another program that calls the kernel directly is not seen here (the kernel layers of
@@ -9,6 +10,7 @@ the launcher cover those where the system allows them). Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -16,6 +18,7 @@ import sys
 _ROOTS = tuple(json.loads(os.environ.get("LC_ARENA_WRITABLE", "[]")))
 _FILES = frozenset(json.loads(os.environ.get("LC_ARENA_WRITABLE_FILES", "[]")))
 _EVENTS = os.environ.get("LC_ARENA_EVENTS", "")
+_EVENTS_FD = int(os.environ["LC_ARENA_EVENTS_FD"]) if "LC_ARENA_EVENTS_FD" in os.environ else None
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _PATH_EVENTS = {
     "os.remove": 0,
@@ -37,9 +40,15 @@ _busy = False
 
 
 def _log(kind: str, detail: str) -> None:
+    line = json.dumps({"kind": kind, "action": "blocked", "detail": detail, "pid": os.getpid()})
+    if _EVENTS_FD is not None:
+        # a pipe to the evaluator: nothing in the sandbox can take back what it says;
+        # a child process that did not inherit it writes nothing
+        with contextlib.suppress(OSError):
+            os.write(_EVENTS_FD, (line + "\n").encode())
+        return
     if not _EVENTS:
         return
-    line = json.dumps({"kind": kind, "action": "blocked", "detail": detail, "pid": os.getpid()})
     fd = os.open(_EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.write(fd, (line + "\n").encode())
