@@ -155,3 +155,14 @@ def test_tiny_training_run_learns_the_stages() -> None:
     truth = np.repeat([0, 1, 2], 12)
     assert (pred["stage"] == truth).mean() > 0.8
     assert np.corrcoef(pred["progress"], np.arange(36))[0, 1] > 0.9
+
+
+def test_non_finite_states_are_rejected_before_the_model() -> None:
+    from lc_robotics_reward.modeling_sarm import SARMModel
+
+    ep = _dataset((20, 20)).episodes[0]
+    model = SARMModel(_config())
+    states = ep.frames["observation.state"].copy()
+    states[5, 2] = np.inf
+    with pytest.raises(ValueError, match=r"states have non-finite .* frames \[5\]"):
+        predict_episode(model, ep.frames["observation.image"], states, torch.zeros(16))

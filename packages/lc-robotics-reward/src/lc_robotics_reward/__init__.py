@@ -1,7 +1,8 @@
 """Stage-aware reward models (SARM) and reward-aligned behaviour cloning (RA-BC).
 
-Light parts (labels, dataset format, RA-BC weights, metrics) import only numpy and
-pyarrow; the model, training and BC parts import torch when first used.
+Light parts (labels, LeRobot dataset reading and writing, RA-BC weights, metrics) import
+only numpy and pyarrow; the model, training and BC parts import torch when first used,
+and camera videos need PyAV (the ``video`` extra) when first decoded or encoded.
 
 Example:
     >>> from lc_robotics_reward import SubtaskSpan, derive_labels, rabc_weights
@@ -32,11 +33,14 @@ from lc_robotics_reward.labels import (
     validate_spans,
 )
 from lc_robotics_reward.rabc import (
+    RABCWeighter,
+    delta_statistics,
     episode_filter,
     progress_deltas,
     rabc_filter,
     rabc_weights,
     weighted_bc_loss,
+    write_progress,
 )
 from lc_robotics_reward.text import (
     HashingTextEmbedder,
@@ -64,6 +68,8 @@ _LAZY = {
     "train_bc": "lc_robotics_reward.bc",
     "rollout_outcomes": "lc_robotics_reward.bc",
     "rollout_success": "lc_robotics_reward.bc",
+    "encode_video": "lc_robotics_reward.video",
+    "decode_video": "lc_robotics_reward.video",
 }
 
 
@@ -82,6 +88,7 @@ __all__ = [
     "FrameLabels",
     "HashingTextEmbedder",
     "MiniLMTextEmbedder",
+    "RABCWeighter",
     "RobotDataset",
     "SARMConfig",
     "SARMModel",
@@ -90,7 +97,10 @@ __all__ = [
     "SubtaskSpan",
     "TextEmbedder",
     "__version__",
+    "decode_video",
+    "delta_statistics",
     "derive_labels",
+    "encode_video",
     "episode_filter",
     "frame_index_progress",
     "make_text_embedder",
@@ -115,4 +125,5 @@ __all__ = [
     "validate_spans",
     "weighted_bc_loss",
     "window_indices",
+    "write_progress",
 ]

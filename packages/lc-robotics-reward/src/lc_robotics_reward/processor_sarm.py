@@ -196,11 +196,20 @@ def predict_episode(
 
     Returns:
         ``stage [T]`` (argmax), ``stage_probs [T, K]``, ``tau [T]`` and ``progress [T]``.
+
+    Raises:
+        ValueError: frame and state counts differ, or a state holds NaN or inf.
     """
     cfg = model.config
     t_len = images.shape[0]
     if states.shape[0] != t_len:
         raise ValueError(f"{t_len} frames but {states.shape[0]} states")
+    bad = ~np.isfinite(np.asarray(states, dtype=np.float64))
+    if bad.any():
+        rows = np.nonzero(bad.reshape(t_len, -1).any(1))[0]
+        raise ValueError(
+            f"states have non-finite values (NaN or inf) at frames {rows[:5].tolist()}"
+        )
     model.eval()
     feats = torch.cat(
         [
