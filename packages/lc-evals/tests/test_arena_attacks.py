@@ -125,7 +125,7 @@ def _listen(kind: str, tag: str) -> Listener | None:
     return listener
 
 
-ATTACKS = r'''
+ATTACKS = r"""
 import ctypes, json, os, signal, socket, subprocess, sys
 cfg = json.loads(open("attack.json").read())
 out = {}
@@ -219,7 +219,7 @@ def new_userns():
 attempt("new_user_namespace", new_userns)
 attempt("processes_visible", lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
 print(json.dumps(out))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -520,7 +520,7 @@ def test_tampering_with_the_records_changes_nothing(host: Host) -> None:
         "for fd in range(3, 64):\n"
         "    try:\n        os.ftruncate(fd, 0)\n    except OSError:\n        pass\n"
         "    try:\n"
-        "        os.write(fd, b'{\"status\": 0, \"leftovers\": 0, \"layers\": []}\\n')\n"
+        '        os.write(fd, b\'{"status": 0, "leftovers": 0, "layers": []}\\n\')\n'
         "    except OSError:\n        pass\n"
         "for d in ('/proc/1/fd', '/proc/2/fd'):\n"
         "    for name in os.listdir(d) if os.path.isdir(d) else []:\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import pathlib
 import sys
 
@@ -25,11 +26,25 @@ from lc_evals.arena import (
     make_diff,
     run_arena,
     run_battle,
+    run_sandboxed,
+    sandbox,
     whole_file_context,
 )
+from lc_evals.arena.patch import PatchError, check_review, check_submission, protected_reason
 from lc_evals.arena.prompts import REVIEWER_SYSTEM, read_review
+from lc_evals.arena.sandbox import IsolationUnavailable, isolation_status
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
+
+
+@pytest.fixture(scope="module")
+def isolated() -> None:
+    ok, why = isolation_status()
+    if not ok:
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail(f"CI must run the arena battles, but: {why}", pytrace=False)
+        pytest.skip(why)
+
 
 BUGGY = '''def clamp(x, lo, hi):
     """Limit x to the interval [lo, hi]."""
@@ -87,7 +102,7 @@ def issue(tmp_path_factory: pytest.TempPathFactory) -> Issue:
 
 
 @pytest.fixture(scope="module")
-def baseline(issue: Issue) -> dict[str, RunResult]:
+def baseline(issue: Issue, isolated: None) -> dict[str, RunResult]:
     return baseline_runs(issue, LIMITS)
 
 
@@ -145,16 +160,141 @@ def test_malicious_patch_in_a_battle_is_contained_and_reported(
         config=CONFIG,
         baseline=baseline,
     )
-    assert not target.exists()
+    assert not target.exists()  # the path does not even exist inside the sandbox
     kinds = {(e["run"], e["kind"], e["action"]) for e in rec["events"]}
-    assert ("ci_generated", "write_outside", "blocked") in kinds
-    assert ("ci_generated", "network", "blocked") in kinds
+    assert ("ci_generated", "network", "blocked") in kinds  # reported by the audit hook
+    assert rec["isolation"] == "bubblewrap"
+    assert rec["runs"]["ci_generated"]["isolation"] == "bubblewrap"
     v = rec["verdict"]
     assert v["tests_valid"] is False
     assert rec["tests"] == ""
     # the sandbox refused the actions; the patch itself still fixes the bug and keeps CI
     # green, and the reviewer offered no valid tests, so the submitter wins by forfeit
     assert (v["winner"], v["reviewer_score"]) == ("submitter", -1)
+
+
+CHEAT_CONFTEST = (
+    "import pytest\n\n\n"
+    "@pytest.hookimpl(tryfirst=True)\n"
+    "def pytest_runtest_call(item):\n"
+    "    item.runtest = lambda: None  # every test passes without running\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("path", "old", "new"),
+    [
+        ("conftest.py", None, CHEAT_CONFTEST),
+        ("tests/test_core.py", REPO_TESTS, REPO_TESTS.replace("== 0", "== 0 or True")),
+        ("pytest.py", None, "raise SystemExit(0)\n"),  # shadows the test runner
+    ],
+)
+def test_a_patch_touching_how_tests_run_loses(
+    issue: Issue, baseline: dict[str, RunResult], path: str, old: str | None, new: str
+) -> None:
+    """A fix-nothing patch that only changes how the tests run is rejected, and loses."""
+    if path == "tests/test_core.py":
+        cheat = make_diff(path, old, new)
+    else:
+        cheat = make_diff(path, None, new)
+    rec = run_battle(
+        issue,
+        ScriptedModel([_fence(cheat)]),
+        ScriptedModel([review_reply(GOOD_TESTS)]),
+        config=CONFIG,
+        baseline=baseline,
+    )
+    v = rec["verdict"]
+    gen = rec["runs"]["ci_generated"]
+    assert gen["returncode"] is None  # never ran
+    assert gen["patch_error"].startswith("protected: ")
+    assert path in gen["patch_error"]
+    assert rec["runs"]["review_generated"] is None
+    assert (v["patch_valid"], v["winner"], v["submitter_score"]) == (False, "reviewer", -1)
+    assert "protected" in v["reason"]
+
+
+def test_without_the_rule_the_conftest_cheat_would_win(
+    issue: Issue, baseline: dict[str, RunResult]
+) -> None:
+    """The cheat is real: applied by hand, the reviewer's failing tests pass under it,
+    unless the review command ignores conftest files (as the default does)."""
+    cheat = make_diff("conftest.py", None, CHEAT_CONFTEST)
+    tests = make_diff("tests/test_issue.py", None, GOOD_TESTS)
+    argv = ["{python}", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_issue.py"]
+    fooled = run_sandboxed(issue.repo, argv, patches=[cheat, tests], limits=LIMITS, env=issue.env)
+    assert fooled.ok, fooled.stdout  # conftest made the failing tests pass
+    honest = run_sandboxed(
+        issue.repo,
+        [*argv[:-1], "--noconftest", argv[-1]],
+        patches=[cheat, tests],
+        limits=LIMITS,
+        env=issue.env,
+    )
+    assert not honest.ok  # the same tests fail on the unfixed code without it
+    assert "--noconftest" in issue.review_command
+
+
+def test_a_reviewer_may_write_test_files_only(issue: Issue, baseline: dict[str, RunResult]) -> None:
+    sneaky = make_diff("mathx/core.py", BUGGY, FIXED) + make_diff(
+        "tests/test_issue.py", None, GOOD_TESTS
+    )
+    rec = run_battle(
+        issue,
+        ScriptedModel([patch_to(FIXED)]),
+        ScriptedModel([_fence(sneaky)]),
+        config=CONFIG,
+        baseline=baseline,
+    )
+    assert rec["runs"]["review_gold"]["patch_error"].startswith("protected: mathx/core.py")
+    assert rec["verdict"]["tests_valid"] is False
+    assert rec["verdict"]["winner"] == "submitter"
+
+
+def test_protected_paths() -> None:
+    for path in (
+        "conftest.py",
+        "pkg/conftest.py",
+        "setup.cfg",
+        "tox.ini",
+        "pyproject.toml",
+        "x/__pycache__/m.cpython-311.pyc",
+        "site.pth",
+        "tests/data.json",
+        "pkg/test_mod.py",
+        "pkg/mod_test.py",
+        "usercustomize.py",
+    ):
+        assert protected_reason(path) is not None, path
+    for path in ("mathx/core.py", "src/pkg/testing.py", "README.md", "pkg/contest.py"):
+        assert protected_reason(path) is None, path
+    with pytest.raises(PatchError, match="shadows 'json'"):
+        check_submission(make_diff("json.py", None, "x = 1\n"), repo="/nonexistent-repo")
+    renamed = "--- a/tests/test_core.py\n+++ b/mathx/moved.py\n@@ -1 +1 @@\n-a\n+a\n"
+    with pytest.raises(PatchError, match="protected"):
+        check_submission(renamed)
+    check_review(make_diff("tests/test_new.py", None, "def test_x():\n    pass\n"))
+    with pytest.raises(PatchError, match="only write test files"):
+        check_review(make_diff("tests/conftest.py", None, "x = 1\n"))
+
+
+def test_no_isolation_refuses_before_asking_the_models(
+    issue: Issue, monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
+) -> None:
+    monkeypatch.setattr(sandbox, "_probe", lambda: (None, "bubblewrap (bwrap) is not installed"))
+    sub, rev = ScriptedModel([patch_to(FIXED)]), ScriptedModel([review_reply(GOOD_TESTS)])
+    with pytest.raises(IsolationUnavailable, match="install bubblewrap"):
+        run_battle(issue, sub, rev, config=CONFIG)
+    with pytest.raises(IsolationUnavailable):
+        run_arena([issue], {"m": sub}, tmp_path / "b.jsonl", config=CONFIG, progress=False)
+    assert sub.calls == []
+    assert rev.calls == []
+    unsafe = BattleConfig(limits=LIMITS, unsafe_no_isolation=True)
+    with pytest.warns(UserWarning, match="WITHOUT isolation"):
+        rec = run_battle(issue, sub, rev, config=unsafe)
+    assert rec["isolation"] == "unsafe-no-isolation"
+    assert rec["runs"]["ci_generated"]["isolation"] == "unsafe-no-isolation"
+    assert rec["verdict"]["winner"] == "submitter"
 
 
 def _run(ok: bool | None, patch_error: str | None = None) -> RunResult | None:
@@ -235,6 +375,7 @@ def test_arena_persists_ranks_and_resumes(
     weak_rev = next(r for r in records if r["reviewer"] == "weak")
     assert weak_rev["verdict"]["tests_valid"] is False  # its tests fail on the gold patch
     assert weak_rev["runs"]["review_generated"] is None
+    assert {r["isolation"] for r in records} == {"bubblewrap"}
     calls = len(strong.calls) + len(weak.calls)
     # a crash in the middle of a write leaves a partial last line: ignored on resume
     with open(store, "a") as f:
