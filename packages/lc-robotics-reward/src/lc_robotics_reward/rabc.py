@@ -29,7 +29,7 @@ Example:
     >>> import numpy as np
     >>> r = np.array([0.2, 0.0, -0.1, 0.005])
     >>> rabc_weights(r, kappa=0.01, mu=0.05, sigma=0.1).round(3).tolist()
-    [1.0, 0.375, 0.0, 0.388]
+    [1.0, 0.375, 0.0, 0.387]
 """
 
 from __future__ import annotations
