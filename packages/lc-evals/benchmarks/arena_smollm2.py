@@ -81,6 +81,7 @@ def main() -> None:
                 "tests_valid": v["tests_valid"],
                 "tests_discriminative": v["tests_discriminative"],
                 "containment_events": record["events"],
+                "isolation": record.get("isolation"),
                 "patch_error": (record["runs"].get("ci_generated") or {}).get("patch_error"),
                 "context": [ln for ln in log.splitlines() if ln.startswith("context:")],
             }
