@@ -100,9 +100,7 @@ def main() -> None:
             med = {k: statistics.median(v) for k, v in times.items()}
             row = {
                 "median_s": {k: round(v, 4) for k, v in med.items()},
-                "overhead_s": {
-                    k: round(med[k] - med["bare"], 4) for k in ("unsafe", "bubblewrap")
-                },
+                "overhead_s": {k: round(med[k] - med["bare"], 4) for k in ("unsafe", "bubblewrap")},
                 "ratio": {k: round(med[k] / med["bare"], 2) for k in ("unsafe", "bubblewrap")},
                 "all_s": {k: [round(x, 4) for x in v] for k, v in times.items()},
             }
