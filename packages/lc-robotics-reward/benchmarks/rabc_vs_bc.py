@@ -1,14 +1,24 @@
-"""SARM reward quality and RA-BC vs vanilla BC on two multi-stage tasks (CPU).
+"""SARM reward quality, and RA-BC against BC with and without a reward model (CPU).
 
 For each task: generate annotated good demonstrations (reward-model training set), a
 mixed-quality demonstration set (the BC training set) and held-out mixed episodes; train
 SARM; measure its quality on the held-out episodes; score every BC frame with it; train
-BC policies with uniform weights (vanilla), RA-BC weights, RA-BC filtering and, as a
-reference, on the good demonstrations only (an oracle filter); roll each policy out.
+BC policies with
 
-Sanity checks recorded per task: the good demonstrations' actions replayed open loop
-must solve the task, and the oracle (good demonstrations only) is also trained with a
-constant learning rate to show what the cosine decay of ``BCConfig`` changes.
+- uniform weights (vanilla BC);
+- two baselines that need no reward model, only each episode's outcome: keep the
+  successful episodes only, and weight each episode by the share of the task's steps
+  complete at its end (0, 1/2 or 1 here);
+- RA-BC weights, RA-BC filtering (``r > kappa``) and the episode filter times the RA-BC
+  weights;
+
+and roll each policy out. Every method is trained with the same seeds and rolled out
+from the same start states per seed, so methods are compared pairwise: an exact
+sign-flip test on the per-(task, seed) success rates and an exact McNemar test on the
+paired rollouts of each task.
+
+Sanity check recorded per task: the good demonstrations' actions replayed open loop
+must solve the task.
 
 Writes ``docs/benchmarks/lc-robotics-reward/rabc_vs_bc.{json,png}``.
 
@@ -18,8 +28,9 @@ Run: ``uv run python packages/lc-robotics-reward/benchmarks/rabc_vs_bc.py``
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import itertools
 import json
+import math
 import platform
 import tempfile
 import time
@@ -50,11 +61,14 @@ OUT = ROOT / "docs" / "benchmarks" / "lc-robotics-reward"
 MIX = {"good": 0.3, "regress": 0.35, "fail": 0.35}
 METHODS = (
     "vanilla BC",
+    "successful episodes only",
+    "episodes weighted by final completion",
     "RA-BC (weights)",
     "RA-BC (filter)",
     "RA-BC (episode filter + weights)",
-    "good demos only (oracle)",
 )
+NO_REWARD_MODEL = ("successful episodes only", "episodes weighted by final completion")
+RABC = ("RA-BC (weights)", "RA-BC (filter)", "RA-BC (episode filter + weights)")
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -63,6 +77,56 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / den
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
     return float(centre - half), float(centre + half)
+
+
+def sign_flip_p(diffs: list[float]) -> float:
+    """Exact two-sided sign-flip (paired permutation) test of mean(diffs) = 0."""
+    d = np.asarray(diffs, dtype=float)
+    observed = abs(d.sum())
+    flips = [abs(np.dot(signs, d)) for signs in itertools.product((1, -1), repeat=d.size)]
+    return float(np.mean([f >= observed - 1e-12 for f in flips]))
+
+
+def mcnemar_p(a: np.ndarray, b: np.ndarray) -> dict:
+    """Exact McNemar test on paired binary outcomes (two-sided binomial on discordant pairs)."""
+    only_a = int((a & ~b).sum())
+    only_b = int((~a & b).sum())
+    n = only_a + only_b
+    k = min(only_a, only_b)
+    p = 1.0 if n == 0 else min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n)
+    return {"only_first": only_a, "only_second": only_b, "p": p}
+
+
+def paired_seed_tests(report: dict) -> dict:
+    """Sign-flip tests on per-(task, seed) success-rate differences, pooled over tasks."""
+    out = {}
+    for a in RABC:
+        for b in ("vanilla BC", *NO_REWARD_MODEL):
+            diffs = []
+            for res in report["tasks"].values():
+                pa, pb = res["policies"][a], res["policies"][b]
+                n = pa["rollouts_per_seed"]
+                diffs += [
+                    (x - y) / n
+                    for x, y in zip(pa["successes_per_seed"], pb["successes_per_seed"], strict=True)
+                ]
+            out[f"{a} vs {b}"] = {
+                "differences": [round(d, 4) for d in diffs],
+                "mean_difference": float(np.mean(diffs)),
+                "first_better_in": int(sum(d > 0 for d in diffs)),
+                "of": len(diffs),
+                "p": sign_flip_p(diffs),
+            }
+    return out
+
+
+def final_completion(task, demo) -> float:
+    """Share of the task's steps complete in a demonstration's last recorded state."""
+    from lc_robotics_reward.sim.world import World
+
+    world = World(task, 1, seed=0)
+    world.set_state(*world.state_from_observation(demo.obs[-1:]))
+    return float(world.steps_done()[0]) / len(task.steps)
 
 
 def run_task(name: str, args: argparse.Namespace, embedder, log) -> dict:
@@ -151,13 +215,22 @@ def run_task(name: str, args: argparse.Namespace, embedder, log) -> dict:
     log(f"[{name}] episode filter keeps {int(ends_kept.sum())}/{len(ends_kept)} episodes")
     obs = np.concatenate([ep.frames["observation.environment_state"] for ep in bc_set.episodes])
     act = np.concatenate([ep.frames["action"] for ep in bc_set.episodes])
-    good_frames = np.concatenate(
-        [np.full(ep.length, ep.meta["style"] == "good", dtype=float) for ep in bc_set.episodes]
+    success_frames = np.concatenate(
+        [np.full(ep.length, float(ep.meta["success"])) for ep in bc_set.episodes]
     )
+    completion = np.array([final_completion(task, d) for d in bc_demos])
+    completion_frames = np.repeat(completion, [ep.length for ep in bc_set.episodes])
     method_weights = dict(
         zip(
             METHODS,
-            (np.ones(len(obs)), weights, keep, weights * episodes_kept, good_frames),
+            (
+                np.ones(len(obs)),
+                success_frames,
+                completion_frames,
+                weights,
+                keep,
+                weights * episodes_kept,
+            ),
             strict=True,
         )
     )
@@ -167,14 +240,19 @@ def run_task(name: str, args: argparse.Namespace, embedder, log) -> dict:
         steps=args.bc_steps, hidden=args.bc_hidden, lr=args.bc_lr, lr_schedule=args.bc_schedule
     )
 
-    def evaluate(w: np.ndarray, cfg: BCConfig, seeds: int) -> dict:
+    outcomes: dict[str, np.ndarray] = {}
+
+    def evaluate(method: str, w: np.ndarray, cfg: BCConfig, seeds: int) -> dict:
         wins, steps_hist = [], np.zeros(len(task.steps) + 1, dtype=int)
+        per_rollout = []
         t0 = time.time()
         for seed in range(seeds):
             policy = train_bc(obs, act, w, cfg, seed=seed)
             ok, steps = rollout_outcomes(policy, task, args.rollouts, seed=10_000 + seed)
+            per_rollout.append(ok)
             wins.append(int(ok.sum()))
             steps_hist += np.bincount(steps, minlength=len(task.steps) + 1)
+        outcomes[method] = np.stack(per_rollout)  # [seeds, rollouts], same start states
         n = seeds * args.rollouts
         return {
             "successes_per_seed": wins,
@@ -182,17 +260,23 @@ def run_task(name: str, args: argparse.Namespace, embedder, log) -> dict:
             "success_rate": sum(wins) / n,
             "wilson95": wilson(sum(wins), n),
             "steps_completed_histogram": steps_hist.tolist(),
+            "training_frames_with_weight": int((w > 0).sum()),
+            "effective_fraction": float(w.sum() / len(w)),
             "seconds": time.time() - t0,
         }
 
     results = {}
     for method, w in method_weights.items():
-        results[method] = evaluate(w, bc_cfg, args.seeds)
+        if not (w > 0).any():  # e.g. no successful episode in a tiny smoke run
+            w = np.ones(len(obs))
+            log(f"[{name}] {method}: no frame has weight > 0; trained on uniform weights")
+        results[method] = evaluate(method, w, bc_cfg, args.seeds)
         log(f"[{name}] {method}: {results[method]['successes_per_seed']} / {args.rollouts}")
-    constant = dataclasses.replace(bc_cfg, lr_schedule="constant")
-    oracle = method_weights["good demos only (oracle)"]
-    ceiling_constant = evaluate(oracle, constant, args.constant_lr_seeds)
-    log(f"[{name}] oracle, constant lr: {ceiling_constant['successes_per_seed']}")
+    mcnemar = {
+        f"{a} vs {b}": mcnemar_p(outcomes[a].ravel(), outcomes[b].ravel())
+        for a in RABC
+        for b in ("vanilla BC", *NO_REWARD_MODEL)
+    }
 
     examples = {}
     for style in ("good", "regress", "fail"):
@@ -216,7 +300,9 @@ def run_task(name: str, args: argparse.Namespace, embedder, log) -> dict:
         "sarm_train_seconds": sarm_time,
         "sarm_final_loss": history[-1],
         "good_bc_demos_replayed_open_loop": {"succeeded": replay_ok, "of": len(good_bc)},
-        "oracle_with_constant_lr": ceiling_constant,
+        "bc_demo_final_completion": {
+            str(c): int((completion == c).sum()) for c in sorted(set(completion.tolist()))
+        },
         "reward_quality": quality,
         "rabc": {
             "chunk": args.chunk,
@@ -239,6 +325,7 @@ def run_task(name: str, args: argparse.Namespace, embedder, log) -> dict:
             },
         },
         "policies": results,
+        "paired_rollouts_mcnemar": mcnemar,
         "examples": examples,
     }
 
@@ -253,7 +340,7 @@ def plot(report: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, 1 + len(tasks), figsize=(5 + 4.5 * len(tasks), 4))
     ax = axes[0]
     width = 0.8 / len(METHODS)
-    colours = ("#888888", "#1f77b4", "#2ca02c", "#9467bd", "#dddddd")
+    colours = ("#888888", "#ffbb78", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd")
     for m, method in enumerate(METHODS):
         rates = [report["tasks"][t]["policies"][method]["success_rate"] for t in tasks]
         lo = [
@@ -304,6 +391,51 @@ def plot(report: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def markdown_tables(report: dict) -> str:
+    """The guide's tables: success per method (with per-seed values) and the paired tests."""
+    tasks = list(report["tasks"])
+    lines = ["| method | " + " | ".join(tasks) + " | per seed (" + ", ".join(tasks) + ") |"]
+    lines.append("| --- " * (len(tasks) + 2) + "|")
+    for method in METHODS:
+        cells, seeds = [], []
+        for t in tasks:
+            res = report["tasks"][t]["policies"][method]
+            k = sum(res["successes_per_seed"])
+            n = res["rollouts_per_seed"] * len(res["successes_per_seed"])
+            lo, hi = res["wilson95"]
+            cells.append(f"{100 * k / n:.1f}% ({k}/{n}; 95% CI {100 * lo:.0f}-{100 * hi:.0f}%)")
+            seeds.append(
+                ", ".join(f"{x / res['rollouts_per_seed']:.2f}" for x in res["successes_per_seed"])
+            )
+        lines.append(f"| {method} | " + " | ".join(cells) + " | " + " / ".join(seeds) + " |")
+    lines += [
+        "",
+        "| comparison | mean difference (pp) | better in | sign-flip p | "
+        + " | ".join(f"McNemar {t}: only first / only second, p" for t in tasks)
+        + " |",
+    ]
+    lines.append("| --- " * (len(tasks) + 4) + "|")
+    for name, test in report["paired_seeds_sign_flip"].items():
+        mc = [report["tasks"][t]["paired_rollouts_mcnemar"][name] for t in tasks]
+        lines.append(
+            f"| {name} | {100 * test['mean_difference']:+.1f} | {test['first_better_in']}/"
+            f"{test['of']} | {test['p']:.3f} | "
+            + " | ".join(f"{m['only_first']} / {m['only_second']}, {m['p']:.2g}" for m in mc)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=list(TASKS))
@@ -312,14 +444,13 @@ def main() -> None:
     parser.add_argument("--eval-demos", type=int, default=40)
     parser.add_argument("--sarm-steps", type=int, default=400)
     parser.add_argument("--sarm-batch", type=int, default=16)
-    parser.add_argument("--bc-steps", type=int, default=5000)
+    parser.add_argument("--bc-steps", type=int, default=3000)
     parser.add_argument("--bc-hidden", type=int, default=256)
     parser.add_argument("--bc-lr", type=float, default=1e-3)
     parser.add_argument("--bc-schedule", default="cosine", choices=("cosine", "constant"))
     parser.add_argument("--chunk", type=int, default=5)
     parser.add_argument("--episode-threshold", type=float, default=0.9)
-    parser.add_argument("--seeds", type=int, default=4)
-    parser.add_argument("--constant-lr-seeds", type=int, default=2)
+    parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--rollouts", type=int, default=100)
     parser.add_argument("--text", default="auto", choices=("auto", "minilm", "hash"))
     parser.add_argument("--threads", type=int, default=1)
@@ -329,7 +460,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.plot_only:
-        plot(json.loads((args.out / "rabc_vs_bc.json").read_text()), args.out / "rabc_vs_bc.png")
+        report = json.loads((args.out / "rabc_vs_bc.json").read_text())
+        plot(report, args.out / "rabc_vs_bc.png")
+        print(markdown_tables(report))
         return
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -341,17 +474,24 @@ def main() -> None:
 
     report = {
         "machine": f"2-core CPU ({platform.machine()}, shared), torch {torch.__version__}",
+        "cpu_model": _cpu_model(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
         "text_embedder": type(embedder).__name__,
         "demo_mix": MIX,
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "tasks": {},
     }
+    cpu0 = time.process_time()
     for name in args.tasks:
         report["tasks"][name] = run_task(name, args, embedder, log)
+    report["paired_seeds_sign_flip"] = paired_seed_tests(report)
     report["wall_seconds"] = time.time() - start
+    report["cpu_seconds"] = time.process_time() - cpu0
     (args.out / "rabc_vs_bc.json").write_text(json.dumps(report, indent=1))
     plot(report, args.out / "rabc_vs_bc.png")
     log(f"wrote {args.out / 'rabc_vs_bc.json'}")
+    print(markdown_tables(report))
 
 
 if __name__ == "__main__":
