@@ -195,7 +195,8 @@ class RobotDataset:
             video_keys: features (``uint8 [T, H, W, 3]``) stored as mp4 videos with dtype
                 ``video`` (needs the ``video`` extra); other image-like arrays are
                 stored inline as fixed-size lists, which LeRobot reads as plain arrays.
-            codec, pix_fmt: video encoder settings (see :mod:`lc_robotics_reward.video`).
+            codec: video encoder (default: that of :mod:`lc_robotics_reward.video`).
+            pix_fmt: video pixel format (default: that of :mod:`lc_robotics_reward.video`).
 
         Subtask spans are written as LeRobot's ``sparse_subtask_*`` episode columns
         (inclusive end frames) and ``meta/temporal_proportions_sparse.json``.

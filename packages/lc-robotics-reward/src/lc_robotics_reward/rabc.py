@@ -215,7 +215,9 @@ class RABCWeighter:
         episode_index: the episode of each frame ``[N]``.
         progress: normalised progress ``[N]``; NaN for frames without a prediction.
         chunk_size: look-ahead ``H`` in frames (LeRobot's default is 50).
-        kappa, epsilon, fallback_weight: as in :func:`rabc_weights`.
+        kappa: threshold of clear progress, as in :func:`rabc_weights`.
+        epsilon: ``eps`` of :func:`rabc_weights`.
+        fallback_weight: weight of frames with unknown delta, as in :func:`rabc_weights`.
 
     Example:
         >>> import numpy as np

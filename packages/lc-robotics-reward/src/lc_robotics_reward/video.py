@@ -59,7 +59,8 @@ def encode_video(
         path: the mp4 file (parent folders are created).
         episodes: per episode ``[T_e, H, W, 3]`` uint8 RGB frames (same ``H``, ``W``).
         fps: frames per second; frame ``j`` of the file is shown at ``j / fps`` s.
-        codec, pix_fmt: FFmpeg encoder and pixel format.
+        codec: FFmpeg encoder name.
+        pix_fmt: FFmpeg pixel format of the encoded stream.
 
     Returns:
         LeRobot's ``info`` entry of a video feature (codec, pixel format, size, fps).
