@@ -6,8 +6,9 @@ Writes JSON and PNG files to ``docs/benchmarks/lc-bandits/``:
   (lambda 0.7, slack 0.1, K 5, d 5, T 5000, 10 instances x 20 runs);
 * ``adversarial``: the same with the oblivious switching adversary;
 * ``cqb_eps_decay``: CQB-epsilon's regret at horizon T for T in {625, ..., 5000}
-  (a separate run per T, since its schedule depends on T) with a log-log fit, against
-  the T^(-1/4) rate;
+  (a separate run per T, since its schedule depends on T, each against the oracle
+  simulated on the same environment, which at a shorter T is the exact prefix of the
+  longer one) with a log-log fit, against the T^(-1/4) rate;
 * ``cqb_opt_growth``: CQB-Opt's regret under adversarial contexts against log^2 t;
 * ``slack_ablation``: slack in {0.05, 0.1, 0.15} for CQB-epsilon (stochastic contexts)
   and CQB-Opt (adversarial contexts);
@@ -106,6 +107,7 @@ def main() -> None:
     for name, prob in (("stochastic", stoch), ("adversarial", adv)):
         tasks += [Task(f"{name}/{p}", prob, p, horizon) for p in POLICIES]
     tasks += [Task(f"decay/{t}", stoch, "cqb_eps", t) for t in sweep]
+    tasks += [Task(f"decay/{t}/oracle", stoch, "oracle", t) for t in sweep]
     for s in slacks:
         ps, pa = replace(stoch, slack=s), replace(adv, slack=s)
         tasks += [Task(f"slack/{s}/stochastic/{p}", ps, p, horizon) for p in ("oracle", "cqb_eps")]
@@ -134,8 +136,20 @@ def main() -> None:
             key.split("/")[-1], lengths, z, z.astype(np.int64), z.astype(float), secs
         )
 
+    cpu_model = platform.processor() or platform.machine()
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    from importlib.metadata import version
+
     report: dict[str, object] = {
-        "machine": f"2-core CPU (shared), {platform.machine()}, Python {platform.python_version()}",
+        "machine": f"{os.cpu_count()}-core CPU ({cpu_model}, shared), {platform.machine()}, "
+        f"Python {platform.python_version()}",
+        "versions": {d: version(d) for d in ("lc-bandits", "numpy", "scipy")},
         "workers": args.workers,
         "cpu_count": os.cpu_count(),
         "settings": {"stochastic": asdict(stoch), "adversarial": asdict(adv)},
@@ -178,13 +192,20 @@ def main() -> None:
         }
     report["regret_table"] = table
 
-    # 2. CQB-epsilon decay: separate runs per horizon ---------------------------------
+    # 2. CQB-epsilon decay: separate runs per horizon, each coupled with its oracle ----
     oracle_st = results["stochastic/oracle"][0]
     hs = [*sweep, horizon]
     regs, errs = [], []
+    oracle_is_prefix = []
     for t in hs:
-        lengths = results["stochastic/cqb_eps"][0] if t == horizon else results[f"decay/{t}"][0]
-        r = lengths[:, -1] - oracle_st[:, t - 1]  # the oracle does not depend on T
+        if t == horizon:
+            lengths, oracle_t = results["stochastic/cqb_eps"][0], oracle_st
+        else:
+            lengths, oracle_t = results[f"decay/{t}"][0], results[f"decay/{t}/oracle"][0]
+            # the environment at T is the prefix of the T = 5000 one, so the oracle's
+            # queue at T must be the T = 5000 oracle's queue at round T
+            oracle_is_prefix.append(bool(np.array_equal(oracle_t, oracle_st[:, :t])))
+        r = lengths[:, -1] - oracle_t[:, -1]
         regs.append(float(r.mean()))
         errs.append(float(r.std(ddof=1) / math.sqrt(r.size)))
     try:
@@ -192,11 +213,19 @@ def main() -> None:
         decay = {"slope": fit.slope, "slope_stderr": fit.slope_stderr, "r2": fit.r2}
     except ValueError as err:
         fit, decay = None, {"error": str(err)}
+    pairs = {}
+    for (t0, r0), (t1, r1) in zip(zip(hs, regs), zip(hs[1:], regs[1:])):
+        if r0 > 0 and r1 > 0:
+            pairs[f"{t0}->{t1}"] = math.log(r1 / r0) / math.log(t1 / t0)
+        else:
+            pairs[f"{t0}->{t1}"] = None
     report["cqb_eps_decay"] = {
         "horizons": hs,
         "regret": regs,
         "stderr": errs,
         "fit": decay,
+        "slope_between_neighbours": pairs,
+        "oracle_at_T_equals_prefix_of_T5000_oracle": all(oracle_is_prefix),
         "theory_slope": -0.25,
     }
     _plot_decay(out / "cqb_eps_decay.png", hs, regs, errs, fit)

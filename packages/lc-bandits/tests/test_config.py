@@ -72,3 +72,11 @@ def test_experiment_from_dict_rejects_unknown_keys() -> None:
         ExperimentConfig.from_dict({"problem": {"T": 50}})
     with pytest.raises(ValueError, match="policies"):
         ExperimentConfig(policies=("thompson",))
+
+
+def test_policies_given_as_one_string_are_names_not_characters() -> None:
+    assert ExperimentConfig.from_dict({"policies": "cqb_eps"}).policies == ("cqb_eps",)
+    both = ExperimentConfig.from_dict({"policies": "cqb_eps, random"})
+    assert both.policies == ("cqb_eps", "random")
+    with pytest.raises(ValueError, match="policies"):
+        ExperimentConfig.from_dict({"policies": 3})

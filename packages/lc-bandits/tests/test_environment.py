@@ -46,6 +46,31 @@ def test_same_seed_same_environment_and_horizon_prefix() -> None:
     assert not np.array_equal(a.theta[0], a.theta[3])
 
 
+@pytest.mark.parametrize("kind", ["stochastic", "adversarial"])
+def test_shorter_horizon_is_an_exact_prefix(kind: str) -> None:
+    # every per-round draw (arrival, context, departure uniform) must not depend on T,
+    # so that runs at different horizons are coupled
+    p = ProblemConfig(horizon=700, num_instances=2, runs_per_instance=2, seed=5, contexts=kind)
+    long = make_environment(p)
+    for t in (1, 37, 149, 150, 333, 699):
+        short = make_environment(p, horizon=t)
+        ref = long.prefix(t)
+        np.testing.assert_array_equal(short.theta, ref.theta)
+        np.testing.assert_array_equal(short.arrivals, ref.arrivals)
+        np.testing.assert_array_equal(short.uniforms, ref.uniforms)
+        np.testing.assert_array_equal(short.contexts, ref.contexts)
+
+
+def test_oracle_on_a_shorter_horizon_follows_the_longer_run() -> None:
+    from lc_bandits import OraclePolicy
+
+    p = ProblemConfig(horizon=300, num_instances=1, runs_per_instance=4, seed=2)
+    long_env, short_env = make_environment(p), make_environment(p, horizon=120)
+    q_long = simulate(OraclePolicy(long_env.theta), long_env, p.slack, p.param_norm, seed=0)
+    q_short = simulate(OraclePolicy(short_env.theta), short_env, p.slack, p.param_norm, seed=0)
+    np.testing.assert_array_equal(q_short.lengths, q_long.lengths[:, :120])
+
+
 def test_arrival_frequency_matches_lambda() -> None:
     env = make_environment(
         ProblemConfig(horizon=4000, num_instances=2, runs_per_instance=5, seed=1)

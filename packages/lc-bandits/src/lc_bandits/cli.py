@@ -49,8 +49,22 @@ def load_config(path: str | pathlib.Path) -> ExperimentConfig:
     return ExperimentConfig.from_dict(data)
 
 
+def _error(err: BaseException | str, status: int) -> int:
+    """Print ``lc-bandits: error: ...`` on one line of stderr and return ``status``."""
+    text = str(err) if isinstance(err, str) else (str(err) or type(err).__name__)
+    if isinstance(err, Exception) and not isinstance(err, OSError | ValueError):
+        text = f"{type(err).__name__}: {text}"
+    print(f"lc-bandits: error: {' '.join(text.split())}", file=sys.stderr)
+    return status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``lc-bandits``; returns the exit status."""
+    """Entry point of ``lc-bandits``; returns the exit status.
+
+    Errors are reported as one ``lc-bandits: error: ...`` line on stderr, never a
+    traceback: status 2 for an invalid config, 1 for a failure while running (the
+    output directory is checked before the simulation starts).
+    """
     parser = argparse.ArgumentParser(prog="lc-bandits", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run an experiment from a JSON or TOML config file")
@@ -65,14 +79,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         config = load_config(args.config)
-    except (OSError, ValueError, tomllib.TOMLDecodeError) as err:
-        print(f"lc-bandits: error: {err}", file=sys.stderr)
-        return 2
-    if args.output_dir is not None:
-        config = replace(config, output_dir=args.output_dir)
-    if config.output_dir is None:
-        config = replace(config, output_dir=".")
-    result = run_experiment(config, progress=not args.quiet)
+        if args.output_dir is not None:
+            config = replace(config, output_dir=args.output_dir)
+        if config.output_dir is None:
+            config = replace(config, output_dir=".")
+    except (OSError, ValueError, TypeError, tomllib.TOMLDecodeError) as err:
+        return _error(err, 2)
+    try:
+        result = run_experiment(config, progress=not args.quiet)
+    except KeyboardInterrupt:
+        return _error("interrupted", 130)
+    except Exception as err:  # any failure of the run is reported as one line
+        return _error(err, 1)
     for name, s in result.policies.items():
         if name != "oracle":
             print(

@@ -214,7 +214,8 @@ class ExperimentConfig:
     def from_dict(cls, data: dict[str, Any]) -> ExperimentConfig:
         """Build from a nested mapping (as read from a JSON or TOML file).
 
-        Unknown keys raise ``ValueError`` naming them.
+        Unknown keys raise ``ValueError`` naming them. ``policies`` may be a list of
+        names or one string (``"cqb_eps"``, or ``"cqb_eps, random"``).
 
         Example:
             >>> ExperimentConfig.from_dict({"problem": {"horizon": 100}}).problem.horizon
@@ -241,5 +242,12 @@ class ExperimentConfig:
                     )
                 kwargs[key] = sub(**section)
         if "policies" in kwargs:
-            kwargs["policies"] = tuple(kwargs["policies"])
+            pol = kwargs["policies"]
+            if isinstance(pol, str):  # one name, or names separated by commas
+                pol = [n.strip() for n in pol.split(",") if n.strip()]
+            elif not isinstance(pol, list | tuple):
+                raise ValueError(
+                    f"policies must be a list of names (or one name), got {type(pol).__name__}"
+                )
+            kwargs["policies"] = tuple(pol)
         return cls(**kwargs)

@@ -177,44 +177,57 @@ def _ball(raw: NDArray[np.float64]) -> NDArray[np.float64]:
     return out
 
 
+#: Candidates drawn per rejection-sampling round. Fixed (never derived from the number of
+#: contexts wanted), so the accepted sequence is one stream of which any horizon takes a
+#: prefix.
+_CHUNK = 1024
+
+
 def _slack_contexts(
     rng: np.random.Generator, theta: NDArray, count: int, threshold: float
 ) -> NDArray[np.float64]:
     """``count`` contexts from ``Unif(-1,1)^d`` projected to the ball, conditioned on slack.
 
-    A context is kept iff its best server's rate is at least ``threshold``.
+    A context is kept iff its best server's rate is at least ``threshold``. Candidates
+    are drawn in chunks of fixed size, so the first ``n`` contexts do not depend on
+    ``count`` (a longer horizon extends the sequence, it does not change it).
     """
     dim = theta.shape[1]
     kept: list[NDArray[np.float64]] = []
     have = 0
     tried = 0
-    batch = max(256, 4 * count)
     while have < count:
-        cand = _ball(rng.uniform(-1.0, 1.0, size=(batch, dim)))
+        cand = _ball(rng.uniform(-1.0, 1.0, size=(_CHUNK, dim)))
         ok = sigmoid(cand @ theta.T).max(axis=1) >= threshold
         kept.append(cand[ok])
         have += int(ok.sum())
-        tried += batch
+        tried += _CHUNK
         if tried >= 200 * max(count, 1000) and have < count:
             raise ValueError(
                 f"only {have} of {tried} sampled contexts have a server with rate >= "
                 f"{threshold:.3f} (arrival_rate + slack); lower the slack or the arrival "
                 "rate, or raise kappa"
             )
-        batch = int(min(max(batch, 2 * (count - have) * tried / max(have, 1)), 2_000_000))
+    if not kept:
+        return np.empty((0, dim))
     return np.concatenate(kept)[:count]
 
 
 def _adversarial_contexts(
     rng: np.random.Generator, anchors: NDArray, theta: NDArray, horizon: int, threshold: float
 ) -> NDArray[np.float64]:
-    """Oblivious adversary: blocks of doubling length, each near one anchor context."""
+    """Oblivious adversary: blocks of doubling length, each near one anchor context.
+
+    Every block draws its full length of noise even when the horizon cuts it short, so
+    a shorter horizon gives a prefix of a longer one.
+    """
     out = np.empty((horizon, anchors.shape[1]))
     start, block, j = 0, 50, 0
     while start < horizon:
         stop = min(horizon, start + block)
         anchor = anchors[j % len(anchors)]
-        pts = _ball(anchor + 0.1 * rng.standard_normal((stop - start, anchors.shape[1])))
+        noise = rng.standard_normal((block, anchors.shape[1]))[: stop - start]
+        pts = _ball(anchor + 0.1 * noise)
         bad = sigmoid(pts @ theta.T).max(axis=1) < threshold
         pts[bad] = anchor
         out[start:stop] = pts
@@ -242,9 +255,12 @@ def make_environment(problem: ProblemConfig, horizon: int | None = None) -> Envi
     """Draw ``problem.total_runs`` coupled runs of a problem family.
 
     Instance ``i`` (runs ``i * R ... (i + 1) * R - 1``) has parameters from seed
-    ``(seed, 0, i)``; run ``r`` of it draws arrivals, contexts and departure uniforms
-    from seed ``(seed, 1, i, r)``. The same seed therefore gives the same environment,
-    and a different ``horizon`` changes nothing but the length.
+    ``(seed, 0, i)``; run ``r`` of it draws its arrivals from seed ``(seed, 1, i, r, 0)``,
+    its departure uniforms from ``(seed, 1, i, r, 1)`` and its contexts from
+    ``(seed, 1, i, r, 2)``, each stream consumed round by round. The same seed therefore
+    gives the same environment, and the environment of a shorter horizon is exactly the
+    prefix of a longer one: ``make_environment(p, horizon=t)`` equals
+    ``make_environment(p).prefix(t)``, so runs at different horizons are coupled.
 
     Args:
         problem: the problem family.
@@ -270,9 +286,13 @@ def make_environment(problem: ProblemConfig, horizon: int | None = None) -> Envi
         theta = sample_parameters(prng, k, d, norm)
         anchors = _anchors(prng, theta, threshold, 4) if problem.contexts == "adversarial" else None
         for r in range(reps):
-            rng = np.random.default_rng([problem.seed, 1, i, r])
-            arrivals.append(rng.random(t) < problem.arrival_rate)
-            uniforms.append(rng.random(t))
+            # one stream per kind of draw, each consumed in round order, so that round
+            # t's draws do not depend on the horizon
+            arrivals.append(
+                np.random.default_rng([problem.seed, 1, i, r, 0]).random(t) < problem.arrival_rate
+            )
+            uniforms.append(np.random.default_rng([problem.seed, 1, i, r, 1]).random(t))
+            rng = np.random.default_rng([problem.seed, 1, i, r, 2])
             if anchors is None:
                 contexts.append(_slack_contexts(rng, theta, t, threshold))
             else:

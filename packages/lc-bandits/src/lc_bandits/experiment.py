@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import pathlib
 import platform
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -29,7 +30,14 @@ from lc_bandits.policies import make_policy
 from lc_bandits.regret import curve_stats, queue_length_regret
 from lc_bandits.simulator import SimulationResult, simulate
 
-__all__ = ["ExperimentResult", "PolicySummary", "run_experiment", "save_result", "summarize"]
+__all__ = [
+    "ExperimentResult",
+    "PolicySummary",
+    "check_output_dir",
+    "run_experiment",
+    "save_result",
+    "summarize",
+]
 
 
 @dataclass(frozen=True)
@@ -154,7 +162,13 @@ def run_experiment(config: ExperimentConfig, progress: bool = True) -> Experimen
 
     Returns:
         The result; also written to ``config.output_dir`` when that is set.
+
+    Raises:
+        OSError: ``config.output_dir`` cannot be created or written (checked before
+            anything is simulated).
     """
+    if config.output_dir is not None:
+        check_output_dir(config.output_dir)  # before the simulation, not after it
     start = time.perf_counter()
     env = make_environment(config.problem)
     env_seconds = time.perf_counter() - start
@@ -164,6 +178,30 @@ def run_experiment(config: ExperimentConfig, progress: bool = True) -> Experimen
     if config.output_dir is not None:
         save_result(result, config.output_dir)
     return result
+
+
+def check_output_dir(output_dir: str | pathlib.Path) -> pathlib.Path:
+    """Create ``output_dir`` if needed and make sure files can be written in it.
+
+    Raises:
+        OSError: the path exists but is not a directory, cannot be created, or a file
+            cannot be created in it (the message names the path).
+
+    Example:
+        >>> import tempfile
+        >>> check_output_dir(tempfile.mkdtemp()).is_dir()
+        True
+    """
+    out = pathlib.Path(output_dir)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"output_dir {str(out)!r} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".lc-bandits-write-check-"):
+            pass
+    except OSError as err:
+        raise OSError(f"output_dir {str(out)!r} is not writable ({err.strerror or err})") from err
+    return out
 
 
 def save_result(
