@@ -25,6 +25,30 @@ def test_bundled_names_include_the_paper_style_ucr_uea_sets() -> None:
         assert name in names
 
 
+def test_bundled_names_are_classification_problems_only() -> None:
+    names = bundled_datasets()
+    # aeon ships these regression problems in the same folder
+    assert "CardanoSentiment" not in names
+    assert "Covid3Month" not in names
+    assert "GunPoint" in names
+    _, y_tr, _, _ = load_bundled("ItalyPowerDemand")
+    assert sorted(set(y_tr.tolist())) == ["1", "2"]
+
+
+def test_classification_header_is_read_from_the_ts_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from lc_timeseries_kd.data import is_classification_file
+
+    cls = tmp_path / "a.ts"
+    cls.write_text("@problemName a\n@univariate true\n@classLabel true 1 2\n@data\n1,2:1\n")
+    reg = tmp_path / "b.ts"
+    reg.write_text("@problemName b\n@targetLabel true\n@data\n1,2:0.5\n")
+    unl = tmp_path / "c.ts"
+    unl.write_text("@problemName c\n@classLabel false\n@data\n1,2\n")
+    assert is_classification_file(cls)
+    assert not is_classification_file(reg)
+    assert not is_classification_file(unl)
+
+
 def test_unknown_dataset_lists_the_bundled_ones_and_does_not_download() -> None:
     with pytest.raises(ValueError, match="not bundled") as err:
         load_bundled("FordA")

@@ -141,11 +141,14 @@ def test_estimator_fit_predict_on_partial_series(toy) -> None:
         widths=(8, 16, 8),
     ).fit(x, labels)
     partial = [s[:, :16] for s in x]  # observed halves, as a list
-    proba = clf.predict_proba(partial)
+    proba = clf.predict_proba_partial(partial)
     assert proba.shape == (24, 2)
     assert np.allclose(proba.sum(1), 1.0, atol=1e-5)
-    assert set(clf.predict(partial)) <= {"flat", "up"}
-    assert clf.score(partial, labels) >= 0.75
+    assert set(clf.predict_partial(partial)) <= {"flat", "up"}
+    assert np.mean(clf.predict_partial(partial) == labels) >= 0.75
+    # full series are cut to their first half: the same input as the observed halves
+    np.testing.assert_allclose(clf.predict_proba(x), proba, rtol=1e-4, atol=1e-5)
+    assert clf.score(x, labels) >= 0.75
     assert list(clf.classes_) == ["flat", "up"]
 
 
@@ -180,6 +183,66 @@ def test_grid_is_resumable_and_tabulated(tmp_path, monkeypatch) -> None:
     assert agg["none"][0.5]["average"] == pytest.approx(100 * res[0]["methods"]["none"]["auc_prc"])
 
 
+def test_resume_refuses_other_settings_and_keeps_config_json(tmp_path, monkeypatch) -> None:
+    cfg = TrainConfig(arch="fcn", widths=(4, 8, 4), length=24, epochs=2, warmup_epochs=1)
+    (first,) = run_grid(["ItalyPowerDemand"], [0.5], [0], ["none"], cfg, tmp_path, False)
+    config_before = (tmp_path / "config.json").read_bytes()
+    cell_path = tmp_path / "cells" / "ItalyPowerDemand_e0.5_s0.json"
+    cell_before = cell_path.read_bytes()
+    other = TrainConfig(arch="fcn", widths=(4, 8, 4), length=24, epochs=3, warmup_epochs=1)
+    for change in (
+        {"cfg": other},
+        {"methods": ["none", "logit"]},
+        {"weight_grid": [0.1]},
+        {"baselines": ["quant"]},
+    ):
+        kw = {"cfg": cfg, "methods": ["none"], "weight_grid": None, "baselines": (), **change}
+        with pytest.raises(ValueError, match="other settings") as err:
+            run_grid(
+                ["ItalyPowerDemand"],
+                [0.5],
+                [0],
+                kw["methods"],
+                kw["cfg"],
+                tmp_path,
+                False,
+                weight_grid=kw["weight_grid"],
+                baselines=kw["baselines"],
+            )
+        assert "changed:" in str(err.value)
+        # nothing was mixed in or rewritten
+        assert (tmp_path / "config.json").read_bytes() == config_before
+        assert cell_path.read_bytes() == cell_before
+    with pytest.raises(ValueError, match="epochs: 2 -> 3"):
+        run_grid(["ItalyPowerDemand"], [0.5], [0], ["none"], other, tmp_path, False)
+    # a cell edited by hand (another hash) is not taken as a result of these settings
+    tampered = json.loads(cell_before)
+    tampered["config_hash"] = "0" * 16
+    cell_path.write_text(json.dumps(tampered))
+    with pytest.raises(ValueError, match="1 cell"):
+        run_grid(["ItalyPowerDemand"], [0.5], [0], ["none"], cfg, tmp_path, False)
+    cell_path.write_bytes(cell_before)
+    # rerun=True recomputes the stale cell with the new settings, says so, and
+    # records the new settings
+    with pytest.warns(RuntimeWarning, match="recomputing 1 stale cell"):
+        (redone,) = run_grid(
+            ["ItalyPowerDemand"], [0.5], [0], ["none"], other, tmp_path, False, rerun=True
+        )
+    assert redone["config_hash"] != first["config_hash"]
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["config_hash"] == redone["config_hash"]
+    assert saved["settings"]["epochs"] == 3
+    assert load_results(tmp_path) == [redone]
+    # cells written by an earlier version (no hash, no config.json) are refused too
+    legacy = tmp_path / "legacy"
+    (legacy / "cells").mkdir(parents=True)
+    (legacy / "cells" / "ItalyPowerDemand_e0.5_s0.json").write_text(
+        json.dumps(first | {"config_hash": None})
+    )
+    with pytest.raises(ValueError, match="other settings"):
+        run_grid(["ItalyPowerDemand"], [0.5], [0], ["none"], cfg, legacy, False)
+
+
 def test_weight_grid_keeps_the_candidate_with_the_lowest_validation_loss(tmp_path) -> None:
     cfg = TrainConfig(arch="fcn", widths=(4, 8, 4), length=24, epochs=3, warmup_epochs=1)
     methods = ["none", "logit", "gdpd"]
@@ -197,7 +260,9 @@ def test_weight_grid_keeps_the_candidate_with_the_lowest_validation_loss(tmp_pat
     # the grid's weight reaches training: different weights give different students
     g = cell["methods"]["gdpd"]["candidates"]
     assert g["0.1"]["val_loss"] != g["1"]["val_loss"]
-    assert json.loads((tmp_path / "config.json").read_text())["weight_grid"] == [0.1, 1.0]
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["settings"]["weight_grid"] == [0.1, 1.0]
+    assert saved["config_hash"] == cell["config_hash"]
     assert select_by_validation({"a": {"val_loss": 1.0}, "b": {"val_loss": 1.0}}) == "a"
     with pytest.raises(ValueError, match="weight_grid"):
         run_grid(["ItalyPowerDemand"], [0.4], [0], ["gdpd"], cfg, tmp_path, False, [-1.0])
@@ -255,3 +320,8 @@ def test_cli_run_writes_json_and_table(tmp_path) -> None:
     shown = runner.invoke(app, ["table", str(tmp_path)])
     assert shown.exit_code == 0
     assert "ItalyPowerDemand" in shown.output
+    # the same directory with other settings is refused with one error line
+    changed = runner.invoke(app, [*args[:-2], "--epochs", "3", "--out", str(tmp_path)])
+    assert changed.exit_code == 2
+    assert "other settings" in changed.output
+    assert "epochs: 2 -> 3" in changed.output

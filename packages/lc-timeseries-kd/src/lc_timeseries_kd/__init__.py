@@ -3,7 +3,8 @@
 A teacher trained on full series transfers to a student that sees only the first
 ``earliness`` fraction of each series. Methods: no distillation, logit KD, FitNet
 feature KD (Base-KD) and GDPD (a diffusion prior over teacher features restores the
-student's features during training; inference uses the student alone).
+student's features during training; inference uses the student alone). Baselines
+without distillation: aeon's MiniRocket and QUANT trained on the same prefixes.
 
 Heavy modules (torch, aeon, scikit-learn) load on first use of a name.
 """
@@ -20,6 +21,8 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0.0.0+unknown"
 
 _LAZY: dict[str, str] = {
+    "BASELINES": "baselines",
+    "fit_predict_baseline": "baselines",
     "METHODS": "config",
     "GDPDConfig": "config",
     "TrainConfig": "config",
@@ -46,12 +49,15 @@ _LAZY: dict[str, str] = {
     "train_student": "training",
     "train_teacher": "training",
     "PartialSeriesClassifier": "estimator",
+    "config_hash": "experiment",
+    "paired_tests": "experiment",
     "results_table": "experiment",
     "run_cell": "experiment",
     "run_grid": "experiment",
 }
 
 __all__ = [
+    "BASELINES",
     "METHODS",
     "PAPER_EARLINESS",
     "FCNClassifier",
@@ -70,9 +76,12 @@ __all__ = [
     "auc_prc",
     "build_model",
     "bundled_datasets",
+    "config_hash",
     "ddim_sample",
+    "fit_predict_baseline",
     "load_bundled",
     "logit_kd_loss",
+    "paired_tests",
     "predict_proba",
     "prefix_view",
     "prepare_dataset",
@@ -85,6 +94,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from lc_timeseries_kd.baselines import BASELINES, fit_predict_baseline
     from lc_timeseries_kd.config import METHODS, GDPDConfig, TrainConfig
     from lc_timeseries_kd.data import (
         PAPER_EARLINESS,
@@ -97,7 +107,13 @@ if TYPE_CHECKING:
     )
     from lc_timeseries_kd.diffusion import NoisePredictor, NoiseSchedule, ddim_sample
     from lc_timeseries_kd.estimator import PartialSeriesClassifier
-    from lc_timeseries_kd.experiment import results_table, run_cell, run_grid
+    from lc_timeseries_kd.experiment import (
+        config_hash,
+        paired_tests,
+        results_table,
+        run_cell,
+        run_grid,
+    )
     from lc_timeseries_kd.gdpd import GDPDDistiller
     from lc_timeseries_kd.losses import FitNetHint, logit_kd_loss
     from lc_timeseries_kd.metrics import accuracy, auc_prc

@@ -57,12 +57,24 @@ def run(
     prior_hidden: int = typer.Option(256, help="Width of the GDPD noise predictor."),
     steps: int = typer.Option(5, help="DDIM steps."),
     prior_steps: int = typer.Option(0, help="Extra prior pre-training steps (GDPD)."),
+    baselines: str = typer.Option(
+        "",
+        help="Comma-separated aeon baselines trained on the same prefixes "
+        "(minirocket_lr, minirocket_ridge, quant).",
+    ),
+    rerun: bool = typer.Option(
+        False, help="Recompute cells of OUT that were run with other settings."
+    ),
     threads: int = typer.Option(0, help="torch threads (0 keeps torch's default)."),
     out: Annotated[Path, typer.Option(help="Output directory (resumable).")] = Path(
         "lc-tskd-results"
     ),
 ) -> None:
-    """Run datasets x earliness x seeds x methods; skip cells already finished in OUT."""
+    """Run datasets x earliness x seeds x methods; reuse cells finished in OUT.
+
+    OUT is keyed by a hash of the settings: a directory holding results of other
+    settings is refused (or, with --rerun, its cells are recomputed).
+    """
     import torch
 
     from lc_timeseries_kd.experiment import results_table, run_grid
@@ -98,6 +110,8 @@ def run(
             cfg,
             out,
             weight_grid=grid,
+            baselines=_split(baselines),
+            rerun=rerun,
         )
     except ValueError as err:
         typer.echo(f"error: {err}", err=True)

@@ -22,6 +22,7 @@ __all__ = [
     "PartialSeriesDataset",
     "bundled_datasets",
     "check_earliness",
+    "is_classification_file",
     "load_bundled",
     "prefix_length",
     "prefix_view",
@@ -48,7 +49,10 @@ def bundled_datasets() -> list[str]:
     """Names of the classification datasets shipped inside the ``aeon`` wheel.
 
     A dataset counts as bundled when both ``<name>_TRAIN.ts`` and ``<name>_TEST.ts``
-    are present, so loading it never touches the network.
+    are present, so loading it never touches the network. Only classification problems
+    are listed: the header of the training file must declare class labels
+    (``@classLabel true ...``); aeon's regression sets (``@targetLabel true``, such as
+    CardanoSentiment and Covid3Month) are left out.
 
     Returns:
         Sorted dataset names, e.g. ``["ACSF1", "ArrowHead", "BasicMotions", ...]``.
@@ -67,8 +71,34 @@ def bundled_datasets() -> list[str]:
         and d.name != "UnitTest"
         and (d / f"{d.name}_TRAIN.ts").is_file()
         and (d / f"{d.name}_TEST.ts").is_file()
+        and is_classification_file(d / f"{d.name}_TRAIN.ts")
     ]
     return sorted(names)
+
+
+def is_classification_file(path: str | Path) -> bool:
+    """Whether a ``.ts`` file's header declares class labels (``@classLabel true``).
+
+    Reads the header only (up to ``@data``). Regression files declare
+    ``@targetLabel true`` instead; a file with neither is not a classification problem.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> f = pathlib.Path(tempfile.mkdtemp()) / "x.ts"
+        >>> _ = f.write_text("@problemName x\n@targetLabel true\n@data\n1,2:0.5\n")
+        >>> is_classification_file(f)
+        False
+    """
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            words = line.strip().lower().split()
+            if not words:
+                continue
+            if words[0] == "@data":
+                return False
+            if words[0] == "@classlabel":
+                return len(words) > 1 and words[1] == "true"
+    return False
 
 
 def _as_list(x: object) -> list[NDArray[np.float64]]:

@@ -2,8 +2,17 @@
 
 Each ``(dataset, earliness, seed)`` cell trains every requested student against one
 teacher (shared by all earliness values of that dataset and seed) and writes
-``cells/<dataset>_e<earliness>_s<seed>.json`` under the output directory. A cell
-whose file exists is skipped, so an interrupted run resumes where it stopped.
+``cells/<dataset>_e<earliness>_s<seed>.json`` under the output directory. Runs are
+keyed by a hash of their settings (training config, weight grid, methods, baselines):
+``config.json`` records the settings and their hash, every cell records the hash, and a
+finished cell is reused only when its hash matches, so an interrupted run resumes where
+it stopped and results of different settings are never mixed. An output directory
+holding other settings is refused unless ``rerun=True``, which recomputes the stale
+cells and says so.
+
+Besides the students, a cell can score aeon baselines trained directly on the same
+prefixes (:mod:`lc_timeseries_kd.baselines`), and :func:`paired_tests` compares one
+method with every other by a paired Wilcoxon signed-rank test over datasets and seeds.
 
 With a ``weight_grid``, the distillation weight of logit KD (``kd_weight``) and GDPD
 (``gdpd.weight``) is picked per cell from the grid, as the paper does per dataset, but
@@ -13,8 +22,11 @@ weight and the one with the lowest validation loss at its selected epoch is scor
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import time
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -22,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from lc_timeseries_kd.baselines import BASELINES, fit_predict_baseline
 from lc_timeseries_kd.config import METHODS, TrainConfig
 from lc_timeseries_kd.data import (
     PartialSeriesDataset,
@@ -37,7 +50,9 @@ __all__ = [
     "PAPER_AVERAGES",
     "TUNED_METHODS",
     "aggregate",
+    "config_hash",
     "load_results",
+    "paired_tests",
     "results_table",
     "run_cell",
     "run_grid",
@@ -83,6 +98,38 @@ def _check_grid(weight_grid: Sequence[float] | None) -> list[float]:
     return grid
 
 
+def _check_baselines(baselines: Sequence[str]) -> None:
+    if isinstance(baselines, str):
+        raise TypeError(f"baselines must be a sequence of names, got the string {baselines!r}")
+    bad = [b for b in baselines if b not in BASELINES]
+    if bad:
+        raise ValueError(
+            f"unknown baseline(s) {', '.join(bad)}; choose from {', '.join(BASELINES)}"
+        )
+
+
+def config_hash(settings: dict[str, Any]) -> str:
+    """Short SHA-256 of a settings dictionary (keys sorted, so order does not matter).
+
+    Example:
+        >>> config_hash({"a": 1, "b": [2]}) == config_hash({"b": [2], "a": 1})
+        True
+    """
+    text = json.dumps(settings, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _diff(a, b, f"{prefix}{k}.")
+        elif a != b:
+            out.append(f"{prefix}{k}: {a!r} -> {b!r}")
+    return out
+
+
 def _cell_name(dataset: str, earliness: float, seed: int) -> str:
     return f"{dataset}_e{earliness:g}_s{seed}.json"
 
@@ -95,6 +142,7 @@ def run_cell(
     cfg: TrainConfig,
     teacher: Any = None,
     weight_grid: Sequence[float] | None = None,
+    baselines: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Train and evaluate every method on one dataset / earliness / seed.
 
@@ -107,6 +155,11 @@ def run_cell(
         teacher: a trained teacher; trained here (seeded by ``seed``) when ``None``.
         weight_grid: distillation weights tried for logit KD and GDPD; the student with
             the lowest validation loss is kept (``None``: the weights in ``cfg``).
+        baselines: aeon baselines (:data:`~lc_timeseries_kd.baselines.BASELINES`)
+            trained on the prefixes of the whole official training split (training and
+            validation series: they select no epoch) and scored on the same test
+            prefixes; reported beside the students under ``"methods"`` with ``auc_prc``,
+            ``accuracy``, ``seconds`` and ``cpu_seconds``.
 
     Returns:
         ``{"dataset", "earliness", "seed", "cpu_seconds", "teacher": {...}, "methods":
@@ -123,6 +176,7 @@ def run_cell(
     for m in methods:
         if m not in METHODS:
             raise ValueError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
+    _check_baselines(baselines)
     teacher_info: dict[str, Any] = {}
     if teacher is None:
         res = train_teacher(
@@ -186,6 +240,18 @@ def run_cell(
             }
         else:
             out["methods"][m] = fit(m, cfg)
+    if baselines:
+        x_all = np.concatenate([x_tr, x_va])
+        y_all = np.concatenate([ds.y_train, ds.y_val])
+        for b in baselines:
+            t0, c0 = time.perf_counter(), time.process_time()
+            proba = fit_predict_baseline(b, x_all, y_all, x_te, ds.n_classes, seed)
+            out["methods"][b] = {
+                "auc_prc": auc_prc(ds.y_test, proba),
+                "accuracy": accuracy(ds.y_test, proba),
+                "seconds": round(time.perf_counter() - t0, 2),
+                "cpu_seconds": round(time.process_time() - c0, 2),
+            }
     out["cpu_seconds"] = round(time.process_time() - cpu0, 2)
     return out
 
@@ -199,8 +265,15 @@ def run_grid(
     out_dir: str | Path,
     progress: bool = True,
     weight_grid: Sequence[float] | None = None,
+    baselines: Sequence[str] = (),
+    rerun: bool = False,
 ) -> list[dict[str, Any]]:
     """Run (or resume) the grid and write one JSON per cell plus ``results.json``.
+
+    The settings (``cfg``, ``weight_grid``, ``methods``, ``baselines``) are hashed with
+    :func:`config_hash`. ``out_dir/config.json`` holds the settings and the hash of the
+    run that owns the directory; each cell file holds the hash it was computed with. A
+    cell is reused only if its hash equals the current one.
 
     Args:
         datasets: bundled dataset names (see :func:`lc_timeseries_kd.data.bundled_datasets`).
@@ -212,9 +285,17 @@ def run_grid(
         progress: show a progress bar over cells.
         weight_grid: distillation weights of logit KD and GDPD, picked per cell by
             validation loss (see :func:`run_cell`); ``None`` uses the weights in ``cfg``.
+        baselines: aeon baselines scored in every cell (see :func:`run_cell`).
+        rerun: when ``out_dir`` holds results of other settings, recompute its stale
+            cells and take the directory over (with a warning naming the changed
+            settings) instead of raising.
 
     Returns:
         All cell results (finished earlier or now), in grid order.
+
+    Raises:
+        ValueError: unknown datasets, methods or baselines, or ``out_dir`` holds
+            results of different settings and ``rerun`` is False (nothing is written).
 
     Example:
         >>> cfg = TrainConfig(arch="fcn", epochs=2, warmup_epochs=1)  # doctest: +SKIP
@@ -231,10 +312,17 @@ def run_grid(
     if bad:
         raise ValueError(f"unknown method(s) {', '.join(bad)}; choose from {', '.join(METHODS)}")
     _check_grid(weight_grid)
+    _check_baselines(baselines)
     root = Path(out_dir)
-    (root / "cells").mkdir(parents=True, exist_ok=True)
-    settings = {**asdict(cfg), "weight_grid": list(weight_grid) if weight_grid else None}
-    (root / "config.json").write_text(json.dumps(settings, indent=2))
+    settings = {
+        **asdict(cfg),
+        "weight_grid": [float(w) for w in weight_grid] if weight_grid else None,
+        "methods": sorted(methods),
+        "baselines": sorted(baselines),
+    }
+    settings = json.loads(json.dumps(settings))  # tuples become lists, as in config.json
+    key = config_hash(settings)
+    _claim(root, settings, key, rerun)
     cells = [(d, s, e) for d in datasets for s in seeds for e in es]
     results: list[dict[str, Any]] = []
     bar: Any = None
@@ -245,8 +333,9 @@ def run_grid(
     cache: dict[tuple[str, int], tuple[PartialSeriesDataset, Any, float, float]] = {}
     for d, s, e in cells:
         path = root / "cells" / _cell_name(d, e, s)
-        if path.is_file():
-            results.append(json.loads(path.read_text()))
+        old = json.loads(path.read_text()) if path.is_file() else None
+        if old is not None and old.get("config_hash") == key:
+            results.append(old)
         else:
             if (d, s) not in cache:
                 cache.clear()
@@ -257,7 +346,17 @@ def run_grid(
                 ).model
                 cache[(d, s)] = (ds, teacher, time.perf_counter() - t0, time.process_time() - c0)
             ds, teacher, t_sec, t_cpu = cache[(d, s)]
-            cell = run_cell(ds, e, s, methods, cfg, teacher=teacher, weight_grid=weight_grid)
+            cell = run_cell(
+                ds,
+                e,
+                s,
+                methods,
+                cfg,
+                teacher=teacher,
+                weight_grid=weight_grid,
+                baselines=baselines,
+            )
+            cell["config_hash"] = key
             cell["teacher"]["seconds"] = round(t_sec, 2)
             # the teacher is shared by the earliness values of (dataset, seed): book its
             # CPU time on the first cell that trained it
@@ -275,9 +374,57 @@ def run_grid(
     return results
 
 
-def load_results(out_dir: str | Path) -> list[dict[str, Any]]:
-    """All finished cells under ``out_dir/cells`` (sorted by file name)."""
-    return [json.loads(p.read_text()) for p in sorted(Path(out_dir, "cells").glob("*.json"))]
+def _claim(root: Path, settings: dict[str, Any], key: str, rerun: bool) -> None:
+    """Check ``root`` belongs to these settings (or take it over when ``rerun``)."""
+    cfg_path = root / "config.json"
+    cells = sorted((root / "cells").glob("*.json")) if (root / "cells").is_dir() else []
+    if cfg_path.is_file():
+        recorded = json.loads(cfg_path.read_text())
+        old_key = recorded.get("config_hash")
+        old_settings = recorded.get("settings", recorded)
+    elif cells:  # cells without a config: written by another version or by hand
+        old_key, old_settings = None, {}
+    else:
+        old_key, old_settings = key, settings
+    stale = [p.name for p in cells if json.loads(p.read_text()).get("config_hash") != key]
+    if old_key != key or stale:
+        changed = _diff(old_settings, settings) or ["(settings not recorded)"]
+        what = (
+            f"{root} holds results of other settings (hash {old_key} vs {key}; "
+            f"{len(stale)} cell(s) with another hash); changed: {'; '.join(changed)}"
+        )
+        if not rerun:
+            raise ValueError(
+                f"{what}. Use another output directory, or rerun=True (CLI: --rerun) to "
+                "recompute the stale cells with the new settings"
+            )
+        warnings.warn(
+            f"{what}; recomputing {len(stale)} stale cell(s) and rewriting config.json",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    (root / "cells").mkdir(parents=True, exist_ok=True)
+    if not cfg_path.is_file() or old_key != key:
+        tmp = cfg_path.with_name(f".config.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"config_hash": key, "settings": settings}, indent=2))
+        tmp.replace(cfg_path)
+
+
+def load_results(out_dir: str | Path, config_hash: str | None = None) -> list[dict[str, Any]]:
+    """Finished cells under ``out_dir/cells`` (sorted by file name).
+
+    Args:
+        out_dir: output directory of :func:`run_grid`.
+        config_hash: keep only cells computed with these settings (default: the hash in
+            ``out_dir/config.json`` when it has one; cells of other settings are left out).
+    """
+    root = Path(out_dir)
+    if config_hash is None and (root / "config.json").is_file():
+        config_hash = json.loads((root / "config.json").read_text()).get("config_hash")
+    cells = [json.loads(p.read_text()) for p in sorted(Path(root, "cells").glob("*.json"))]
+    if config_hash is None:
+        return cells
+    return [c for c in cells if c.get("config_hash") == config_hash]
 
 
 def aggregate(
@@ -310,7 +457,7 @@ def results_table(results: Iterable[dict[str, Any]], metric: str = "auc_prc") ->
     The last rows are the averages over datasets per earliness.
     """
     agg = aggregate(list(results), metric)
-    methods = [m for m in METHODS if m in agg]
+    methods = [m for m in (*METHODS, *BASELINES) if m in agg]
     if not methods:
         return "(no results)"
     header = "| dataset | earliness | " + " | ".join(methods) + " |"
@@ -329,3 +476,77 @@ def results_table(results: Iterable[dict[str, Any]], metric: str = "auc_prc") ->
             name = f"**{d}**" if d == "average" else d
             lines.append(f"| {name} | {e:g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def paired_tests(
+    results: Iterable[dict[str, Any]],
+    reference: str = "gdpd",
+    metric: str = "auc_prc",
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Paired Wilcoxon signed-rank tests of ``reference`` against every other method.
+
+    For each earliness (and for all earliness values pooled) the pairs are the
+    ``(dataset, seed)`` cells where both methods were scored; the test is two-sided on
+    ``reference - other`` (zero differences dropped, as in ``scipy.stats.wilcoxon``'s
+    default). ``p_holm`` applies Holm's correction over the compared methods within
+    the same earliness.
+
+    Returns:
+        ``{earliness or "all": {other: {"n", "mean_diff", "median_diff", "wins", "ties",
+        "losses", "p", "p_holm"}}}`` with differences in percentage points; ``p`` is
+        ``None`` when every difference is zero or fewer than two pairs exist.
+
+    Example:
+        >>> cells = [{"dataset": "a", "seed": s, "earliness": 0.4,
+        ...           "methods": {"gdpd": {"auc_prc": 0.9}, "none": {"auc_prc": 0.5 + s / 100}}}
+        ...          for s in range(6)]
+        >>> r = paired_tests(cells)["0.4"]["none"]
+        >>> r["wins"], round(r["p"], 3)
+        (6, 0.031)
+    """
+    from scipy.stats import wilcoxon
+
+    scores: dict[str, dict[tuple[float, str, int], float]] = {}
+    for cell in results:
+        for m, r in cell["methods"].items():
+            key = (float(cell["earliness"]), str(cell["dataset"]), int(cell["seed"]))
+            scores.setdefault(m, {})[key] = 100.0 * float(r[metric])
+    if reference not in scores:
+        raise ValueError(f"reference method {reference!r} has no results")
+    ref = scores[reference]
+    groups: dict[str, list[float] | None] = {f"{e:g}": [e] for e in sorted({k[0] for k in ref})}
+    groups["all"] = None
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for label, es in groups.items():
+        row: dict[str, dict[str, Any]] = {}
+        for other, sc in scores.items():
+            if other == reference:
+                continue
+            keys = sorted(k for k in ref if k in sc and (es is None or k[0] in es))
+            d = np.array([ref[k] - sc[k] for k in keys])
+            p: float | None = None
+            if d.size >= 2 and np.any(d != 0):
+                p = float(wilcoxon(d).pvalue)
+            row[other] = {
+                "n": int(d.size),
+                "mean_diff": float(d.mean()) if d.size else float("nan"),
+                "median_diff": float(np.median(d)) if d.size else float("nan"),
+                "wins": int((d > 0).sum()),
+                "ties": int((d == 0).sum()),
+                "losses": int((d < 0).sum()),
+                "p": p,
+            }
+        _holm(row)
+        out[label] = row
+    return out
+
+
+def _holm(row: dict[str, dict[str, Any]]) -> None:
+    """Holm-adjusted p-values (``p_holm``) over the entries of ``row`` that have a ``p``."""
+    tested = sorted((v["p"], k) for k, v in row.items() if v["p"] is not None)
+    m, running = len(tested), 0.0
+    for i, (p, k) in enumerate(tested):
+        running = max(running, min(1.0, (m - i) * p))
+        row[k]["p_holm"] = running
+    for v in row.values():
+        v.setdefault("p_holm", None)
