@@ -487,3 +487,41 @@ def test_mismatched_frame_counts_and_missing_files(tmp_path) -> None:
         _dataset().write(tmp_path, version="v1.6")
     with pytest.raises(ValueError, match="video key 'action'"):
         _dataset().write(tmp_path, video_keys=["action"])
+
+
+def test_sarm_trains_and_predicts_on_a_lerobot_dataset_read_from_disk(tmp_path) -> None:
+    """End to end: a v3.0 dataset with a non-square camera (6x8) and a 2-d state."""
+    pytest.importorskip("av")
+    from lc_robotics_reward.configuration_sarm import SARMConfig
+    from lc_robotics_reward.processor_sarm import SARMProcessor, predict_episode
+    from lc_robotics_reward.text import HashingTextEmbedder
+    from lc_robotics_reward.training import train_sarm
+
+    _write_lerobot_v30(tmp_path)
+    ds = RobotDataset.read(tmp_path)
+    cfg = SARMConfig(
+        num_stages=3,
+        image_size=12,
+        state_dim=2,
+        text_dim=16,
+        frame_dim=8,
+        hidden_dim=16,
+        num_heads=2,
+        num_layers=1,
+        num_frames=4,
+        frame_gap=2,
+        max_rewind=1,
+        temporal_proportions=tuple(ds.temporal_proportions("lift")),
+    )
+    proc = SARMProcessor(ds, "lift", cfg, HashingTextEmbedder(16), image_key=CAMERA)
+    assert proc.episodes[0].images.shape == (12, 12, 12, 3)  # resized to image_size
+    model, history = train_sarm(proc, steps=3, batch_size=4, seed=0, show_progress=False)
+    assert np.isfinite(history[-1]["loss"])
+    ep = ds.episodes[1]
+    pred = predict_episode(
+        model, ep.frames[CAMERA], ep.frames["observation.state"], proc.text_table[0]
+    )
+    assert pred["progress"].shape == (9,)
+    assert ((pred["progress"] >= 0) & (pred["progress"] <= 1)).all()
+    with pytest.raises(ValueError, match=r"'observation\.images\.side' is missing"):
+        SARMProcessor(ds, "lift", cfg, HashingTextEmbedder(16), image_key="observation.images.side")

@@ -42,6 +42,31 @@ DISTRACTOR_TEXTS = (
 )
 
 
+def resize_frames(images: np.ndarray, size: int, batch: int = 256) -> np.ndarray:
+    """Resize camera frames ``[T, H, W, 3]`` uint8 to ``[T, size, size, 3]`` uint8.
+
+    Bilinear with antialiasing (so a large LeRobot camera frame, e.g. 480x640, becomes
+    the model's square input); frames already of that size are returned unchanged.
+
+    Example:
+        >>> resize_frames(np.zeros((2, 48, 64, 3), np.uint8), 16).shape
+        (2, 16, 16, 3)
+    """
+    images = np.asarray(images)
+    if images.ndim != 4 or images.shape[3] != 3:
+        raise ValueError(f"images have shape {images.shape}; expected [T, H, W, 3]")
+    if images.shape[1:3] == (size, size):
+        return images.astype(np.uint8, copy=False)
+    out = []
+    for i in range(0, images.shape[0], batch):
+        x = torch.from_numpy(np.ascontiguousarray(images[i : i + batch])).permute(0, 3, 1, 2)
+        y = torch.nn.functional.interpolate(
+            x.float(), size=(size, size), mode="bilinear", antialias=True, align_corners=False
+        )
+        out.append(y.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy())
+    return np.concatenate(out)
+
+
 def window_indices(t: int, num_frames: int, gap: int) -> np.ndarray:
     """``[num_frames]`` frame indices: the first frame, then ``num_frames - 1`` ending at ``t``."""
     recent = t - gap * np.arange(num_frames - 2, -1, -1)
@@ -78,6 +103,9 @@ class SARMProcessor:
         alpha: temporal proportions; default: computed from ``dataset``.
         distractors: texts for language perturbation (other tasks in the dataset are
             added to them).
+        image_key: the camera feature (``uint8 [T, H, W, 3]``; e.g. LeRobot's
+            ``observation.images.top``); frames are resized to ``config.image_size``.
+        state_key: the robot-state feature (``[T, S]``, or ``[T]`` for a scalar).
 
     Raises:
         AnnotationError: unknown task, or annotations that do not tile an episode.
@@ -92,6 +120,8 @@ class SARMProcessor:
         embedder: TextEmbedder,
         alpha: np.ndarray | None = None,
         distractors: Sequence[str] = DISTRACTOR_TEXTS,
+        image_key: str = IMAGE_KEY,
+        state_key: str = STATE_KEY,
     ) -> None:
         if task not in dataset.subtasks:
             raise AnnotationError(f"unknown task {task!r}; known: {dataset.tasks}")
@@ -103,6 +133,8 @@ class SARMProcessor:
                 f"{config.num_stages}"
             )
         self.config = config
+        self.image_key = image_key
+        self.state_key = state_key
         self.alpha = dataset.temporal_proportions(task) if alpha is None else np.asarray(alpha)
         others = [t for t in dataset.tasks if t != task] + [d for d in distractors if d != task]
         texts = [task, *dict.fromkeys(others)]
@@ -130,13 +162,22 @@ class SARMProcessor:
                 f"({self.config.window_span} frames = ({self.config.num_frames} - 2) * "
                 f"{self.config.frame_gap} + 1)"
             )
-        for key in (IMAGE_KEY, STATE_KEY):
+        for key in (self.image_key, self.state_key):
             if key not in ep.frames:
-                raise ValueError(f"episode {ep.index}: feature {key!r} is missing")
+                raise ValueError(
+                    f"episode {ep.index}: feature {key!r} is missing; features: {sorted(ep.frames)}"
+                )
+        states = np.asarray(ep.frames[self.state_key], dtype=np.float32)
+        states = states.reshape(ep.length, -1)
+        if states.shape[1] != self.config.state_dim:
+            raise ValueError(
+                f"episode {ep.index}: {self.state_key!r} has {states.shape[1]} values per "
+                f"frame; config.state_dim={self.config.state_dim}"
+            )
         labels = derive_labels(ep.subtasks, ep.length, self.subtasks, self.alpha, ep.index)
         return _Prepared(
-            images=np.asarray(ep.frames[IMAGE_KEY], dtype=np.uint8),
-            states=np.asarray(ep.frames[STATE_KEY], dtype=np.float32),
+            images=resize_frames(ep.frames[self.image_key], self.config.image_size),
+            states=states,
             stage=labels.stage,
             tau=labels.tau.astype(np.float32),
             text=0,
@@ -190,8 +231,8 @@ def predict_episode(
 
     Args:
         model: a trained model (put in eval mode here).
-        images: ``[T, H, W, 3]`` uint8 frames.
-        states: ``[T, S]`` robot states.
+        images: ``[T, H, W, 3]`` uint8 frames (resized to the model's ``image_size``).
+        states: ``[T, S]`` robot states (``[T]`` for a scalar state).
         text: ``[D]`` task-text embedding.
 
     Returns:
@@ -202,8 +243,11 @@ def predict_episode(
     """
     cfg = model.config
     t_len = images.shape[0]
-    if states.shape[0] != t_len:
-        raise ValueError(f"{t_len} frames but {states.shape[0]} states")
+    images = resize_frames(images, cfg.image_size)
+    states = np.asarray(states, dtype=np.float32)
+    if states.ndim == 0 or states.shape[0] != t_len:
+        raise ValueError(f"{t_len} frames but states of shape {states.shape}")
+    states = states.reshape(t_len, -1)
     bad = ~np.isfinite(np.asarray(states, dtype=np.float64))
     if bad.any():
         rows = np.nonzero(bad.reshape(t_len, -1).any(1))[0]
