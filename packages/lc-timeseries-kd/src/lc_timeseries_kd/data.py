@@ -85,7 +85,7 @@ def is_classification_file(path: str | Path) -> bool:
     Example:
         >>> import tempfile, pathlib
         >>> f = pathlib.Path(tempfile.mkdtemp()) / "x.ts"
-        >>> _ = f.write_text("@problemName x\n@targetLabel true\n@data\n1,2:0.5\n")
+        >>> _ = f.write_text("@problemName x\\n@targetLabel true\\n@data\\n1,2:0.5\\n")
         >>> is_classification_file(f)
         False
     """
