@@ -45,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
     ft.add_argument("--lora-alpha", type=int, default=16)
     ft.add_argument("--offload", action="store_true", help="KV pages in host memory")
     ft.add_argument("--page-budget", type=int, default=None, help="sparse page budget")
+    ft.add_argument(
+        "--loss-chunk",
+        type=int,
+        default=512,
+        help="positions whose LM-head logits exist at once (0: the whole chunk)",
+    )
     ft.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ft.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     ft.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
@@ -79,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lora_alpha=args.lora_alpha,
             offload=args.offload,
             page_budget=args.page_budget,
+            loss_chunk=args.loss_chunk or None,
             dtype=args.dtype,
             device=args.device,
             resume=args.resume,

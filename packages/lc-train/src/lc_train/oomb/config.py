@@ -32,6 +32,12 @@ class ChunkRecurrentConfig:
             sparse setting uses 64.
         sink_pages: with ``page_budget``, the first pages of the sequence always kept.
         local_pages: with ``page_budget``, the most recent past pages always kept.
+        loss_chunk_size: positions whose LM-head logits exist at once: the head and the
+            cross-entropy of a chunk run over pieces of this many tokens (over
+            ``batch * chunk_size`` positions), so the float32 logits buffer is
+            ``loss_chunk_size x vocab`` instead of ``batch x chunk_size x vocab`` (1/8 of it
+            at the default chunk of 4096), at the same loss and gradients. ``None``
+            computes the logits of the whole chunk at once.
         memory_limit_bytes: refuse to start (``ValueError``) when the paged KV memory
             would exceed this many bytes; ``None`` uses the memory available where the
             pages live (host ``MemAvailable`` for CPU/offloaded pages, free CUDA memory
@@ -47,6 +53,7 @@ class ChunkRecurrentConfig:
     page_budget: int | None = None
     sink_pages: int = 1
     local_pages: int = 2
+    loss_chunk_size: int | None = 512
     memory_limit_bytes: int | None = None
 
     def __post_init__(self) -> None:
@@ -97,6 +104,15 @@ class ChunkRecurrentConfig:
                     f"ChunkRecurrentConfig.page_budget must be None or an int >= "
                     f"sink_pages + local_pages ({forced}) and >= 1, got {self.page_budget!r}"
                 )
+        if self.loss_chunk_size is not None and (
+            not isinstance(self.loss_chunk_size, int)
+            or isinstance(self.loss_chunk_size, bool)
+            or self.loss_chunk_size < 1
+        ):
+            raise ValueError(
+                "ChunkRecurrentConfig.loss_chunk_size must be None or a positive int, "
+                f"got {self.loss_chunk_size!r}"
+            )
         if self.memory_limit_bytes is not None and (
             not isinstance(self.memory_limit_bytes, int) or self.memory_limit_bytes < 1
         ):

@@ -93,6 +93,8 @@ class FinetuneConfig:
         lora_alpha: LoRA scaling numerator.
         offload: keep KV pages in host memory (see ``ChunkRecurrentConfig.offload``).
         page_budget: page-level sparse attention budget (``None``: exact).
+        loss_chunk: positions whose LM-head logits exist at once (see
+            ``ChunkRecurrentConfig.loss_chunk_size``); ``None`` for the whole chunk.
         dtype: ``float32``, ``bfloat16`` or ``float16`` weights.
         device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
         resume: continue from the latest checkpoint in ``out``.
@@ -118,6 +120,7 @@ class FinetuneConfig:
     lora_alpha: int = 16
     offload: bool = False
     page_budget: int | None = None
+    loss_chunk: int | None = 512
     dtype: str = "float32"
     device: str = "auto"
     resume: bool = False
@@ -153,7 +156,7 @@ class FinetuneConfig:
             raise ValueError(
                 f"FinetuneConfig.chunk ({self.chunk}) must not exceed seq_len ({self.seq_len})"
             )
-        self.chunk_config()  # validates chunk/page/page_budget
+        self.chunk_config()  # validates chunk/page/page_budget/loss_chunk
 
     def chunk_config(self) -> ChunkRecurrentConfig:
         """The chunk-recurrent configuration of every step."""
@@ -163,6 +166,7 @@ class FinetuneConfig:
             block_tokens=self.chunk,
             offload=self.offload,
             page_budget=self.page_budget,
+            loss_chunk_size=self.loss_chunk,
             local_pages=min(2, self.page_budget or 2),
             sink_pages=1 if self.page_budget is None or self.page_budget > 2 else 0,
         )

@@ -9,7 +9,9 @@ gradient enters inside the attention's own backward, not through a surrogate ter
 reaches the parameters also when the layers run under activation checkpointing
 (reentrant or not). The gradients that reach the
 parameters are therefore exactly those of ordinary full-sequence back-propagation, while
-activations are kept for one chunk at a time.
+activations are kept for one chunk at a time. The LM head and the cross-entropy of a
+chunk run over pieces of ``loss_chunk_size`` positions (:mod:`lc_train.oomb.loss`), so the
+chunk's full ``[chunk, vocab]`` logits never exist at once.
 """
 
 from __future__ import annotations
@@ -20,12 +22,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.nn.functional as F
 
 from lc_kernels.paged import PageLayout
 from lc_train.oomb.attention import _ACTIVE, ATTN_NAME, ChunkState, register
 from lc_train.oomb.checks import check_run
 from lc_train.oomb.config import ChunkRecurrentConfig
+from lc_train.oomb.loss import lm_head_loss_backward
 from lc_train.oomb.offload import StagerStats
 
 if TYPE_CHECKING:
@@ -204,6 +206,7 @@ def chunk_recurrent_backward(
         (s, min(s + config.chunk_size, seq_len)) for s in range(0, seq_len, config.chunk_size)
     ]
     positions = torch.arange(seq_len, device=device).unsqueeze(0).expand(batch, -1)
+    head = model.get_output_embeddings()
 
     total = torch.zeros((), dtype=torch.float32, device=device)
     token = _ACTIVE.set(state)
@@ -228,20 +231,20 @@ def chunk_recurrent_backward(
                     position_ids=positions[:, start:end],
                     use_cache=False,
                 ).last_hidden_state
-                logits = model.get_output_embeddings()(hidden).float()
-                loss = (
-                    F.cross_entropy(
-                        logits.reshape(-1, logits.shape[-1]),
-                        targets[:, start:end].reshape(-1),
-                        ignore_index=-100,
-                        reduction="sum",
-                    )
-                    / num_targets
+                # LM head and loss piece by piece (config.loss_chunk_size positions of
+                # logits at a time); their backward stops at the hidden states
+                loss, grad_hidden = lm_head_loss_backward(
+                    head,
+                    hidden,
+                    targets[:, start:end],
+                    num_targets,
+                    config.loss_chunk_size,
                 )
                 state.sync()  # gradient pages written back by the later chunks
-                loss.backward()  # the attention backward adds those pages
-                total += loss.detach()
-                del hidden, logits, loss
+                if hidden.requires_grad:  # the attention backward adds those pages
+                    hidden.backward(grad_hidden)
+                total += loss
+                del hidden, grad_hidden, loss
     finally:
         _ACTIVE.reset(token)
     if group is not None:
