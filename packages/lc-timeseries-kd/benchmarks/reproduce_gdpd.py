@@ -243,6 +243,8 @@ def main() -> None:
             pool.map(_work, jobs)
     wall = time.perf_counter() - start
 
+    import numpy as np
+
     from lc_timeseries_kd.experiment import (
         PAPER_AVERAGES,
         aggregate,
@@ -297,6 +299,25 @@ def main() -> None:
         },
         "auc_prc": {m: {str(e): v for e, v in by_e.items()} for m, by_e in agg.items()},
         "accuracy": {m: {str(e): v for e, v in by_e.items()} for m, by_e in agg_acc.items()},
+        "cpu_seconds_per_cell_by_method": {
+            m: round(
+                sum(c["methods"][m]["cpu_seconds"] for c in cells if m in c["methods"])
+                / max(1, sum(1 for c in cells if m in c["methods"])),
+                3,
+            )
+            for m in [*args.methods, *args.baselines]
+        },
+        # a teacher is trained per (dataset, seed) and earliness pass; its CPU time is
+        # booked on the first cell it served
+        "teacher_cpu_seconds_per_training": round(
+            float(
+                np.mean(
+                    [c["teacher"]["cpu_seconds"] for c in cells if c["teacher"].get("cpu_seconds")]
+                    or [0.0]
+                )
+            ),
+            3,
+        ),
         "paired_wilcoxon_gdpd_vs": paired_tests(cells, "gdpd") if cells else {},
         "paired_wilcoxon_gdpd_vs_accuracy": paired_tests(cells, "gdpd", "accuracy")
         if cells

@@ -224,15 +224,21 @@ def test_resume_refuses_other_settings_and_keeps_config_json(tmp_path, monkeypat
     cell_path.write_bytes(cell_before)
     # rerun=True recomputes the stale cell with the new settings, says so, and
     # records the new settings
-    with pytest.warns(RuntimeWarning, match="recomputing 1 stale cell"):
+    with pytest.warns(RuntimeWarning, match="moved 1 stale cell"):
         (redone,) = run_grid(
             ["ItalyPowerDemand"], [0.5], [0], ["none"], other, tmp_path, False, rerun=True
         )
+    # the old cell was kept aside, under its own hash
+    aside = tmp_path / "stale" / first["config_hash"] / "ItalyPowerDemand_e0.5_s0.json"
+    assert aside.read_bytes() == cell_before
+    # later runs of the new settings (other cells too) go on without complaint
+    (more,) = run_grid(["ItalyPowerDemand"], [0.4], [0], ["none"], other, tmp_path, False)
+    assert more["config_hash"] == redone["config_hash"]
     assert redone["config_hash"] != first["config_hash"]
     saved = json.loads((tmp_path / "config.json").read_text())
     assert saved["config_hash"] == redone["config_hash"]
     assert saved["settings"]["epochs"] == 3
-    assert load_results(tmp_path) == [redone]
+    assert load_results(tmp_path) == [more, redone]
     # cells written by an earlier version (no hash, no config.json) are refused too
     legacy = tmp_path / "legacy"
     (legacy / "cells").mkdir(parents=True)

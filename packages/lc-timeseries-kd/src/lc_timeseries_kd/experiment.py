@@ -7,8 +7,8 @@ keyed by a hash of their settings (training config, weight grid, methods, baseli
 ``config.json`` records the settings and their hash, every cell records the hash, and a
 finished cell is reused only when its hash matches, so an interrupted run resumes where
 it stopped and results of different settings are never mixed. An output directory
-holding other settings is refused unless ``rerun=True``, which recomputes the stale
-cells and says so.
+holding other settings is refused unless ``rerun=True``, which moves the stale cells
+to ``stale/<their hash>/``, recomputes those in the grid and says so.
 
 Besides the students, a cell can score aeon baselines trained directly on the same
 prefixes (:mod:`lc_timeseries_kd.baselines`), and :func:`paired_tests` compares one
@@ -286,9 +286,10 @@ def run_grid(
         weight_grid: distillation weights of logit KD and GDPD, picked per cell by
             validation loss (see :func:`run_cell`); ``None`` uses the weights in ``cfg``.
         baselines: aeon baselines scored in every cell (see :func:`run_cell`).
-        rerun: when ``out_dir`` holds results of other settings, recompute its stale
-            cells and take the directory over (with a warning naming the changed
-            settings) instead of raising.
+        rerun: when ``out_dir`` holds results of other settings, move its stale cells
+            to ``out_dir/stale/<their hash>/``, recompute those in the grid and take the
+            directory over (with a warning naming the changed settings) instead of
+            raising.
 
     Returns:
         All cell results (finished earlier or now), in grid order.
@@ -386,20 +387,30 @@ def _claim(root: Path, settings: dict[str, Any], key: str, rerun: bool) -> None:
         old_key, old_settings = None, {}
     else:
         old_key, old_settings = key, settings
-    stale = [p.name for p in cells if json.loads(p.read_text()).get("config_hash") != key]
+    hashes = {p: json.loads(p.read_text()).get("config_hash") for p in cells}
+    stale = [p for p, h in hashes.items() if h != key]
     if old_key != key or stale:
-        changed = _diff(old_settings, settings) or ["(settings not recorded)"]
+        changed = _diff(old_settings, settings) if old_key != key else []
+        if old_key != key and not changed:
+            changed = ["(settings not recorded)"]
         what = (
-            f"{root} holds results of other settings (hash {old_key} vs {key}; "
-            f"{len(stale)} cell(s) with another hash); changed: {'; '.join(changed)}"
+            f"{root} holds results of other settings (recorded hash {old_key}, these "
+            f"settings {key}; {len(stale)} cell(s) with another hash)"
+            + (f"; changed: {'; '.join(changed)}" if changed else "")
         )
         if not rerun:
             raise ValueError(
                 f"{what}. Use another output directory, or rerun=True (CLI: --rerun) to "
                 "recompute the stale cells with the new settings"
             )
+        # stale cells move aside (never mixed in, never lost) and are recomputed
+        for path in stale:
+            dest = root / "stale" / str(hashes[path] or "unhashed") / path.name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            path.replace(dest)
         warnings.warn(
-            f"{what}; recomputing {len(stale)} stale cell(s) and rewriting config.json",
+            f"{what}; moved {len(stale)} stale cell(s) to {root / 'stale'}, recomputing "
+            "those in the grid and rewriting config.json",
             RuntimeWarning,
             stacklevel=3,
         )
