@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import pathlib
 import random
 import sys
 import time
+
+from lc_evals.report import wilson_interval
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 OUT = ROOT / "docs" / "benchmarks" / "lc-train-rl"
@@ -92,17 +93,6 @@ def peak_rss_mib() -> float:
     import resource
 
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score 95% interval of a binomial proportion."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, mid - half), min(1.0, mid + half)
 
 
 def agent_config(args, copy: bool = False):
@@ -218,7 +208,12 @@ def summarize(row: dict) -> None:
 
     k = sum(a["ok"] for a in row["answers"])
     n = len(row["answers"])
-    row.update(n=n, correct=k, accuracy=k / n if n else 0.0, ci95=wilson(k, n))
+    row.update(
+        n=n,
+        correct=k,
+        accuracy=k / n if n else 0.0,
+        ci95=wilson_interval(k, n) if n else (0.0, 1.0),
+    )
     # fraction of the expected answers found, averaged (variable tracking: chain names)
     partial = [contains_all(a["answer"], a["expected"]) for a in row["answers"]]
     row["mean_score"] = round(sum(partial) / n, 4) if n else 0.0

@@ -25,7 +25,6 @@ import argparse
 import copy
 import gc
 import json
-import math
 import os
 import platform
 import random
@@ -49,18 +48,10 @@ import matplotlib.pyplot as plt
 import psutil
 import torch
 
+from lc_evals.report import wilson_interval
+
 OUT = Path(__file__).resolve().parents[3] / "docs" / "benchmarks" / "lc-train-solopo"
 METHODS = ("dpo_short", "dpo_long", "solopo")
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score 95% interval of a binomial proportion k/n."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def distractor_paragraphs(seed: int, count: int = 400) -> list[str]:
@@ -148,7 +139,7 @@ def evaluate(
         ok = scorer(reply, item.answers) >= 1.0
         correct += int(ok)
         answers.append({"id": item.id, "reply": reply, "correct": ok})
-    lo, hi = wilson(correct, len(items))
+    lo, hi = wilson_interval(correct, len(items)) if items else (0.0, 1.0)
     return {
         "n": len(items),
         "correct": correct,
