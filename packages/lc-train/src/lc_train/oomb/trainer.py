@@ -17,7 +17,7 @@ chunk's full ``[chunk, vocab]`` logits never exist at once.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -78,9 +78,11 @@ def _targets(input_ids: torch.Tensor, labels: torch.Tensor | None) -> torch.Tens
     return shifted
 
 
-def _unwrap(model: torch.nn.Module) -> tuple[PreTrainedModel, Any]:
+def _unwrap(model: torch.nn.Module) -> tuple[PreTrainedModel, Any, Any]:
     """The causal LM inside a ``DistributedDataParallel`` wrapper and the wrapper's
-    process group (``None`` for a plain model); FSDP is refused up front."""
+    process group (``None`` for a plain model), and the root FSDP2 module of a
+    ``fully_shard``-ed model (``None`` otherwise). FSDP1 and models whose root is not
+    sharded are refused up front."""
     from torch.nn.parallel import DistributedDataParallel
 
     try:
@@ -88,19 +90,53 @@ def _unwrap(model: torch.nn.Module) -> tuple[PreTrainedModel, Any]:
     except ImportError:  # pragma: no cover - torch without FSDP2
         FSDPModule = ()  # type: ignore[assignment,misc]
     if isinstance(model, DistributedDataParallel):
-        return model.module, model.process_group
-    fsdp1 = type(model).__name__ == "FullyShardedDataParallel"
-    if (
-        fsdp1
-        or isinstance(model, FSDPModule)
-        or any(isinstance(m, FSDPModule) for m in model.modules())
-    ):
+        return model.module, model.process_group, None
+    if type(model).__name__ == "FullyShardedDataParallel":
         raise ValueError(
-            "chunk-recurrent training does not support FSDP-sharded models (it runs the "
-            "decoder chunk by chunk outside the wrapper's forward); use "
-            "DistributedDataParallel, or a plain model and average the gradients"
+            "chunk-recurrent training does not support FSDP1 (FullyShardedDataParallel) "
+            "wrappers; shard with FSDP2's fully_shard (layers, then the model itself)"
         )
-    return model, None  # type: ignore[return-value]
+    if isinstance(model, FSDPModule):
+        if not hasattr(model, "finalize_backward"):
+            raise ValueError(
+                "chunk-recurrent training of an FSDP2 model needs FSDPModule."
+                "finalize_backward (manual gradient-reduction), which this torch "
+                f"{torch.__version__} lacks; use DistributedDataParallel or a newer torch"
+            )
+        return model, None, model  # type: ignore[return-value]
+    if any(isinstance(m, FSDPModule) for m in model.modules()):
+        raise ValueError(
+            "chunk-recurrent training of an FSDP2 model needs the model itself sharded "
+            "too: call fully_shard(model) after sharding its layers, so the embedding, "
+            "final norm and LM head belong to the root"
+        )
+    return model, None, None  # type: ignore[return-value]
+
+
+def _decoder(
+    model: PreTrainedModel, base: torch.nn.Module, fsdp: Any
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """``(input_ids, position_ids) -> last hidden state`` of one chunk. A plain model
+    runs its decoder directly; an FSDP2 model runs its root forward (which gathers the
+    root's parameters and leaves them gathered until the backward is finalized), with
+    logits for the last position only, and the decoder's output is taken by a hook."""
+    if fsdp is None:
+        return lambda ids, pos: (
+            base(input_ids=ids, position_ids=pos, use_cache=False).last_hidden_state
+        )
+
+    def run(ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        out: list[torch.Tensor] = []
+        handle = base.register_forward_hook(
+            lambda module, args, output: out.append(output.last_hidden_state)
+        )
+        try:
+            model(input_ids=ids, position_ids=pos, use_cache=False, logits_to_keep=1)
+        finally:
+            handle.remove()
+        return out[0]
+
+    return run
 
 
 def _average_gradients(model: torch.nn.Module, group: Any) -> None:
@@ -141,7 +177,12 @@ def chunk_recurrent_backward(
             or such a model wrapped in ``DistributedDataParallel``: each rank passes its
             own part of the batch and the gradients are then averaged over the ranks, as
             DDP does (equal to the full-batch gradient when every rank has the same
-            number of target tokens). FSDP-sharded models are refused.
+            number of target tokens); or such a model sharded with FSDP2's
+            ``fully_shard`` (its decoder layers, then the model itself): the gradients
+            of all chunks accumulate unreduced and are reduce-scattered once at the end
+            (mean over the ranks), so ``param.grad`` holds this rank's shard of the
+            averaged gradient. FSDP1 wrappers and models whose root is not sharded are
+            refused.
         input_ids: ``[batch, seq]`` token ids (no padding).
         labels: ``[batch, seq]`` like ``input_ids`` with ``-100`` for ignored positions;
             defaults to ``input_ids`` (standard LM training).
@@ -153,7 +194,8 @@ def chunk_recurrent_backward(
 
     Raises:
         ValueError: before any computation, for an unsupported model family or a
-            sliding-window model, an FSDP-sharded model, a sequence shorter than one
+            sliding-window model, an FSDP1 model or an FSDP2 model without a sharded
+            root, a sequence shorter than one
             chunk, bad shapes, or paged
             KV memory larger than ``config.memory_limit_bytes`` (default: what is
             available where the pages live).
@@ -168,7 +210,7 @@ def chunk_recurrent_backward(
         >>> optimizer.step()
     """
     config = config or ChunkRecurrentConfig()
-    model, group = _unwrap(model)
+    model, group, fsdp = _unwrap(model)
     if input_ids.dim() != 2 or input_ids.dtype not in (torch.long, torch.int):
         raise ValueError(
             f"input_ids must be a [batch, seq] integer tensor, got {tuple(input_ids.shape)}"
@@ -207,6 +249,10 @@ def chunk_recurrent_backward(
     ]
     positions = torch.arange(seq_len, device=device).unsqueeze(0).expand(batch, -1)
     head = model.get_output_embeddings()
+    decode = _decoder(model, base, fsdp)
+    if fsdp is not None:  # accumulate unreduced over the chunks, reduce once at the end
+        fsdp.set_manual_backward_finalization(True)
+        fsdp.set_requires_gradient_sync(False)
 
     total = torch.zeros((), dtype=torch.float32, device=device)
     token = _ACTIVE.set(state)
@@ -217,20 +263,12 @@ def chunk_recurrent_backward(
                     state.start = start
                     # the chunk after this one (pass 2 starts again with the last chunk)
                     state.next_start = chunks[i + 1][0] if i + 1 < len(chunks) else start
-                    base(
-                        input_ids=input_ids[:, start:end],
-                        position_ids=positions[:, start:end],
-                        use_cache=False,
-                    )
+                    decode(input_ids[:, start:end], positions[:, start:end])
             state.record = True
             for i, (start, end) in reversed(list(enumerate(chunks))):  # pass 2: recompute
                 state.start = start  # and back-propagate, last chunk first
                 state.next_start = chunks[i - 1][0] if i > 0 else None
-                hidden = base(
-                    input_ids=input_ids[:, start:end],
-                    position_ids=positions[:, start:end],
-                    use_cache=False,
-                ).last_hidden_state
+                hidden = decode(input_ids[:, start:end], positions[:, start:end])
                 # LM head and loss piece by piece (config.loss_chunk_size positions of
                 # logits at a time); their backward stops at the hidden states
                 loss, grad_hidden = lm_head_loss_backward(
@@ -249,6 +287,10 @@ def chunk_recurrent_backward(
         _ACTIVE.reset(token)
     if group is not None:
         _average_gradients(model, group)
+    if fsdp is not None:  # reduce-scatter the accumulated gradients (mean over ranks)
+        fsdp.set_requires_gradient_sync(True)
+        fsdp.finalize_backward()
+        fsdp.set_manual_backward_finalization(False)
     selections = None
     if config.page_budget is not None:
         selections = {key: ids.tolist() for key, ids in sorted(state.selections.items())}
