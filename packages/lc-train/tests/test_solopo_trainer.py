@@ -395,3 +395,20 @@ def test_a_trl_without_the_fused_lm_head_is_refused(
             train_dataset=Dataset.from_list(rows(2)),
             processing_class=char_tokenizer(),
         )
+
+
+@pytest.mark.parametrize("old", ["1.15.0", "1.14.2", "0.29.1"])
+def test_a_trl_below_the_floor_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, old: str
+) -> None:
+    import trl
+
+    monkeypatch.setattr(trl, "__version__", old)
+    with pytest.raises(ImportError, match=r"trl >= 1\.16"):
+        SoLoPOTrainer(
+            tiny_llama(),
+            args=dpo_args(tmp_path),
+            solopo=SoLoPOConfig(method="simpo", beta=0.5),
+            train_dataset=Dataset.from_list(rows(2)),
+            processing_class=char_tokenizer(),
+        )

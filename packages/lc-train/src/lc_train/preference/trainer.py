@@ -123,16 +123,26 @@ def check_reference_model(model: torch.nn.Module, ref_model: torch.nn.Module) ->
         )
 
 
+TRL_FLOOR = (1, 16)
+"""First TRL release the trainer works with: 1.15 added the fused LM head (per-token
+``log_probs`` on the model output) that the SoLoPO loss reads, but ran it only as a
+Triton kernel on CUDA/XPU; 1.16 added its PyTorch path for other devices (CPU)."""
+
+
 def _check_trl() -> None:
-    """Refuse a TRL whose ``DPOTrainer`` lacks the fused LM head (per-token
-    ``log_probs`` on the model output), which the SoLoPO loss reads."""
+    """Refuse a TRL older than :data:`TRL_FLOOR`, or whose ``DPOTrainer`` lacks the
+    fused LM head (per-token ``log_probs`` on the model output), which the loss reads."""
+    import re
+
     import trl
     import trl.trainer.dpo_trainer as dpo
 
-    if not hasattr(dpo, "add_fused_lm_head"):
+    release = tuple(int(x) for x in re.findall(r"\d+", trl.__version__)[:2])
+    if release < TRL_FLOOR or not hasattr(dpo, "add_fused_lm_head"):
         raise ImportError(
-            f"SoLoPOTrainer needs a TRL whose DPOTrainer returns fused LM-head log-probs "
-            f"(add_fused_lm_head); trl {trl.__version__} has none: upgrade trl"
+            f"SoLoPOTrainer needs trl >= {'.'.join(map(str, TRL_FLOOR))} (a DPOTrainer "
+            f"that returns fused LM-head log-probs on every device, add_fused_lm_head); "
+            f"trl {trl.__version__} is installed: upgrade trl"
         )
 
 
