@@ -107,3 +107,30 @@ def test_chunk_recurrent_gradients_with_chunked_loss_equal_unchunked_and_full() 
     for name, grad in pieces.items():
         assert _rel(grad, whole[name]) < 1e-5, name
         assert _rel(grad, full_grads[name]) < 1e-5, name
+
+
+@pytest.mark.parametrize(
+    ("flag", "expected"), [([], 512), (["--loss-chunk", "0"], None), (["--loss-chunk", "64"], 64)]
+)
+def test_cli_passes_the_loss_chunk_to_training(
+    monkeypatch: pytest.MonkeyPatch, flag: list[str], expected: int | None
+) -> None:
+    import importlib
+    from types import SimpleNamespace
+
+    from lc_train.cli import main
+
+    ft = importlib.import_module(
+        "lc_train.oomb.finetune"
+    )  # the package exports a function of that name
+
+    seen = []
+
+    def fake(config, progress=True):
+        seen.append(config.chunk_config())
+        return SimpleNamespace(losses={}, steps_done=0)
+
+    monkeypatch.setattr(ft, "finetune", fake)
+    argv = ["oomb-finetune", "--model", "m", "--data", "d.txt", "--out", "o", *flag]
+    assert main(argv) == 0
+    assert seen[0].loss_chunk_size == expected
