@@ -1,7 +1,7 @@
 """scikit-learn estimator: fit on full series, classify from their first ``earliness``.
 
-It follows scikit-learn's contract (``check_estimator`` passes apart from the checks
-that demand a good score from a tiny network, listed in the package guide):
+It follows scikit-learn's contract (``check_estimator`` passes apart from the one
+check that demands a good score from a tiny network, listed in the package guide):
 ``predict``, ``predict_proba`` and ``score`` take series of the kind ``fit`` took (full
 series, the same number of time points) and look only at their first ``earliness``
 fraction, so cross-validation and pipelines score what the estimator is for. Observed
