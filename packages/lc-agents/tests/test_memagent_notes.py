@@ -363,7 +363,7 @@ def test_scored_memory_abstains_when_the_best_sentence_names_no_one_asked(tiny_b
 
 def test_evidence_preset_follows_names_into_the_second_hop(tiny_backend) -> None:
     tok = tiny_backend.tokenizer
-    agent = MemAgent(tiny_backend, MemAgentConfig.evidence())
+    agent = MemAgent(tiny_backend, MemAgentConfig.evidence(recall_top=0))  # names only
     chunk = tok.encode(
         "The river is quiet. Perrin Dunmore was born in Marrowick. The mill is old.",
         add_special_tokens=False,
@@ -386,7 +386,7 @@ def test_evidence_preset_follows_names_into_the_second_hop(tiny_backend) -> None
 
 
 def test_evidence_answer_is_generated_and_abstains_without_the_asked_name(tiny_backend) -> None:
-    cfg = MemAgentConfig.evidence()
+    cfg = MemAgentConfig.evidence(recall_top=0)
     assert not cfg.copy_answer
     assert cfg.follow_names
     agent = MemAgent(tiny_backend, cfg)

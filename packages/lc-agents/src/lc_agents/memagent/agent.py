@@ -53,11 +53,13 @@ from lc_agents.errors import EmptyReplyError, InputError
 from lc_agents.memagent.checkpoint import Checkpoint, MemoryStep
 from lc_agents.memagent.config import MemAgentConfig, default_preset
 from lc_agents.memagent.scoring import QuestionScorer
+from lc_agents.retrieval.embedders import Embedder
 
 __all__ = [
     "MemAgent",
     "MemAgentResult",
     "extract_boxed",
+    "grounded",
     "iter_token_chunks",
     "names_match",
     "says_not_found",
@@ -65,6 +67,7 @@ __all__ = [
 ]
 
 _SENTINEL = "\ue000CHUNK\ue000"
+_LETTERS = re.compile(r"[A-Za-z]{3,}")
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,13 @@ class MemAgent:
             backend's model, see :func:`~lc_agents.memagent.default_preset`).
         tokenizer: tokenizer counting chunk and memory tokens (default: the backend's, else
             the default embedded model's tokenizer).
+        embedder: sentence embedder of ``config.recall_top`` (any
+            :class:`~lc_agents.retrieval.Embedder`; default: the embedded MiniLM, loaded
+            only when ``recall_top > 0``).
+
+    Raises:
+        ModelLoadError: ``recall_top > 0``, no embedder given and the embedded MiniLM
+            cannot be loaded (the ``embeddings`` extra is missing).
     """
 
     def __init__(
@@ -206,9 +216,17 @@ class MemAgent:
         config: MemAgentConfig | None = None,
         *,
         tokenizer: Any = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.backend = backend
         self.config = config or MemAgentConfig.preset(default_preset(_model_name(backend)))
+        if embedder is None and self.config.recall_top > 0:
+            from lc_agents.retrieval.embedders import MiniLMEmbedder, minilm_model_dir
+
+            minilm_model_dir()  # a missing model fails here, before any reading
+            embedder = MiniLMEmbedder()
+        self.embedder = embedder
+        self._question_vec: dict[str, Any] = {}
         if tokenizer is None:
             tokenizer = getattr(backend, "tokenizer", None)
         if tokenizer is None:
@@ -401,12 +419,12 @@ class MemAgent:
             )
             constraint = None
             lines = [line for line in memory.split("\n") if line.strip()]
-            grounded = any(names_match(question, line) for line in lines)
+            names_ok = any(names_match(question, line) for line in lines)
             if (
                 self._scorer is not None
                 and cfg.abstain is not None
                 and not cfg.copy_answer
-                and not grounded
+                and not names_ok
             ):
                 return cfg.abstain, False
             if cfg.copy_answer and memory:
@@ -436,7 +454,22 @@ class MemAgent:
             raise EmptyReplyError("the model returned an empty answer")
         if cfg.abstain is not None and says_not_found(reply, cfg.abstain):
             return cfg.abstain, False
+        if cfg.ground_answer and self._scorer is not None and not grounded(reply, memory):
+            return self._best_line(question, memory), True
         return reply, True
+
+    def _best_line(self, question: str, memory: str) -> str:
+        """The memory line that best answers ``question``: among the lines naming whom
+        the question names (all lines if none does), the closest in meaning with an
+        embedder, else the first (scored memories are kept best first)."""
+        lines = [line.strip() for line in memory.split("\n") if line.strip()]
+        named = [line for line in lines if names_match(question, line)] or lines
+        if self.embedder is None or len(named) == 1:
+            return named[0]
+        import numpy as np
+
+        vecs = np.asarray(self.embedder.embed_texts([question, *named]), dtype=np.float32)
+        return named[int(np.argmax(vecs[1:] @ vecs[0]))]
 
     def scores(self, question: str, lines: Sequence[str]) -> list[float]:
         """The model's question-likelihood score of each line (nats; see ``scoring``).
@@ -628,14 +661,30 @@ class MemAgent:
         bridges: set[str] = set()
         if self.config.follow_names and memory:
             bridges = question_names(memory.replace("\n", " ")) - question_names(question)
-        out = []
-        for p in parts:
-            text = self.tokenizer.decode(p)
-            if len(words & _content_words(text)) >= max(need, 1) or (
-                bridges and any(re.search(rf"\b{re.escape(n)}\b", text) for n in bridges)
-            ):
-                out.append(p)
-        return out
+        texts = [self.tokenizer.decode(p) for p in parts]
+        keep = {
+            i
+            for i, text in enumerate(texts)
+            if len(words & _content_words(text)) >= max(need, 1)
+            or (bridges and any(re.search(rf"\b{re.escape(n)}\b", text) for n in bridges))
+        }
+        keep.update(self._recall(question, texts))
+        return [parts[i] for i in sorted(keep)]
+
+    def _recall(self, question: str, texts: Sequence[str]) -> list[int]:
+        """Indices of the ``recall_top`` texts closest to ``question`` in meaning."""
+        k = self.config.recall_top
+        idx = [i for i, t in enumerate(texts) if _LETTERS.search(t)]  # not rules or symbols
+        if k == 0 or self.embedder is None or not idx:
+            return []
+        import numpy as np
+
+        if question not in self._question_vec:
+            self._question_vec[question] = self.embedder.embed_texts([question])[0]
+        vecs = self.embedder.embed_texts([texts[i] for i in idx])
+        sims = np.asarray(vecs, dtype=np.float32) @ self._question_vec[question]
+        best = np.argsort(-sims, kind="stable")[:k]
+        return [idx[int(j)] for j in best]
 
     def _sentence_end_ids(self) -> list[int]:
         """Ids of the tokens whose text ends a sentence (., !, ? or a newline); computed
@@ -676,6 +725,8 @@ class MemAgent:
         h.update(document.encode("utf-8"))
         h.update(b"\0" + question.encode("utf-8"))
         h.update(b"\0" + json.dumps(self.config.fingerprint_fields(), sort_keys=True).encode())
+        if self.config.recall_top and self.embedder is not None:
+            h.update(b"\0" + self.embedder.name.encode("utf-8"))
         return h.hexdigest()
 
 
@@ -828,6 +879,32 @@ def names_match(question: str, sentence: str) -> bool:
     """Whether ``sentence`` names someone the question names (true without names)."""
     names = question_names(question)
     return not names or any(re.search(rf"\b{re.escape(n)}\b", sentence) for n in names)
+
+
+_NUMBER_WORDS = frozenset(
+    re.findall(
+        r"\w+",
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen "
+        "fourteen fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty "
+        "sixty seventy eighty ninety hundred thousand total",
+    )
+)
+
+
+def grounded(reply: str, memory: str) -> bool:
+    """Whether every content word of ``reply`` occurs in ``memory`` (numbers and number
+    words excepted: a count or a total need not be written in the memory).
+
+    >>> grounded("Brennick", "The pilot has moved to Brennick.")
+    True
+    >>> grounded("The aviator's new town", "The pilot has moved to Brennick.")
+    False
+    >>> grounded("three", "Mara hired a boat. Tobin hired a boat.")
+    True
+    """
+    have = _content_words(memory)
+    words = {w for w in _content_words(reply) if not w.isdigit() and w not in _NUMBER_WORDS}
+    return words <= have
 
 
 def says_not_found(reply: str, phrase: str = "not found in the document") -> bool:

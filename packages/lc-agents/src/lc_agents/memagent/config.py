@@ -13,10 +13,13 @@ Three named presets (:data:`MEMAGENT_PRESETS`, :meth:`MemAgentConfig.preset`):
   question likelihood behind a word filter, and the answer is copied from the best one
   (:mod:`lc_agents.memagent.scoring`). It suits the 135M SmolLM2, which cannot write
   notes, and it is the default for it.
-- ``"evidence"``: the same scored verbatim memory, larger, also admitting sentences that
-  name someone the memory already names (the second fact of a two-hop question), and an
-  answer the model generates from those sentences (so it can combine and count them),
-  abstaining when none names whom the question names.
+- ``"evidence"``: the same scored verbatim memory, larger, also admitting the sentences
+  of each chunk closest to the question in meaning (a sentence embedder's cosine, so a
+  reworded question finds its fact) and sentences that name someone the memory already
+  names (the second fact of a two-hop question), and an answer the model generates from
+  those sentences (so it can combine and count them), abstaining when none names whom
+  the question names; an answer with words the memory does not hold is replaced by
+  the memory's best sentence.
 """
 
 from __future__ import annotations
@@ -222,6 +225,18 @@ class MemAgentConfig:
             reported as this phrase with ``found=False``.
         follow_names: with scored memories, a chunk sentence is also a candidate when it
             names someone (a capitalised word) the memory names and the question does not.
+        recall_top: with ``min_overlap`` set, the ``recall_top`` sentences of each chunk
+            closest to the question under the agent's sentence embedder (cosine) are also
+            candidates, so a sentence that says the same thing in other words (*aviator*
+            for *pilot*) can enter the memory; the model's score still decides what stays.
+            0 turns it off; > 0 needs an embedder (the embedded MiniLM by default, extra
+            ``embeddings``).
+        ground_answer: with scored memories and a generated answer, a reply whose words
+            are not in the memory (it rewords the question or names something the memory
+            does not hold; numbers are exempt, they may be counted) is replaced by the
+            memory line that best answers: among the lines naming whom the question
+            names, the closest to the question in meaning (with an embedder), else the
+            best scored.
         answer_format: ``"plain"`` (the reply is the answer) or ``"boxed"`` (the answer is
             the content of the reply's last ``\\boxed{...}``, as in the paper).
     """
@@ -240,6 +255,8 @@ class MemAgentConfig:
     prompts: MemAgentPrompts = field(default_factory=MemAgentPrompts)
     abstain: str | None = None
     follow_names: bool = False
+    recall_top: int = 0
+    ground_answer: bool = False
     answer_format: str = "plain"
 
     def __post_init__(self) -> None:
@@ -254,6 +271,10 @@ class MemAgentConfig:
             )
         if self.min_overlap < 0:
             raise ValueError(f"MemAgentConfig.min_overlap must be >= 0, got {self.min_overlap}")
+        if not isinstance(self.recall_top, int) or self.recall_top < 0:
+            raise ValueError(
+                f"MemAgentConfig.recall_top must be an integer >= 0, got {self.recall_top!r}"
+            )
         if self.max_spans is not None and self.max_spans < 1:
             raise ValueError(f"MemAgentConfig.max_spans must be >= 1 or None, got {self.max_spans}")
         if not self.keep_word.strip():
@@ -326,14 +347,19 @@ class MemAgentConfig:
         memory_tokens: int = 192,
         *,
         abstain: str | None = ABSTAIN_ANSWER,
+        recall_top: int = 3,
     ) -> MemAgentConfig:
-        """Scored verbatim sentences, following names, and a generated answer."""
+        """Scored verbatim sentences, found by shared words, by meaning (the
+        ``recall_top`` closest sentences of each chunk under a sentence embedder) and by
+        following names, and a generated answer."""
         notes = MemAgentPrompts.notes()
         return cls(
             chunk_tokens=chunk_tokens,
             memory_tokens=memory_tokens,
             copy_answer=False,
             follow_names=True,
+            recall_top=recall_top,
+            ground_answer=True,
             abstain=abstain,
             prompts=MemAgentPrompts(system=notes.system, answer=notes.answer),
         )
