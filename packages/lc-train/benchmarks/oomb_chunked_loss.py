@@ -13,6 +13,12 @@ The loss and the relative gradient difference of the two settings are recorded t
 Writes ``docs/benchmarks/lc-train-oomb/oomb_chunked_loss.json`` and ``.png``.
 
     uv run python packages/lc-train/benchmarks/oomb_chunked_loss.py
+
+``--timing`` instead times the step in one process at one length, the settings
+interleaved over several rounds (fairer than single runs on a shared machine), and adds
+the result to the JSON as ``timing``:
+
+    uv run python packages/lc-train/benchmarks/oomb_chunked_loss.py --timing --lengths 2048
 """
 
 from __future__ import annotations
@@ -48,23 +54,10 @@ def _reset_peak() -> None:
 def run_cell(loss_chunk: int | None, length: int, args: argparse.Namespace) -> dict:
     """One chunk-recurrent step in this process; returns its measurements."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from lc_train.oomb import ChunkRecurrentConfig, chunk_recurrent_backward
 
-    torch.manual_seed(args.seed)
-    config = Qwen2Config(
-        vocab_size=VOCAB,
-        hidden_size=args.hidden,
-        intermediate_size=args.hidden * 11 // 4,
-        num_hidden_layers=args.layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=max(length, 32768),
-        use_sliding_window=False,
-        tie_word_embeddings=True,
-    )
-    model = Qwen2ForCausalLM(config).float().train()
+    model = _model(args, length)
     ids = torch.randint(0, VOCAB, (1, length), generator=torch.Generator().manual_seed(length))
     for p in model.parameters():  # gradient buffers exist before the measurement
         p.grad = torch.zeros_like(p)
@@ -101,6 +94,11 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--timing", action="store_true", help="interleaved step times only")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --timing")
+    parser.add_argument(
+        "--timing-chunks", type=int, nargs="+", default=[0, 512, 128], help="0: whole chunk"
+    )
     parser.add_argument("--grad-dir", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--cell", nargs=2, metavar=("LOSS_CHUNK", "LENGTH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -114,6 +112,9 @@ def main() -> None:
 
     import torch
 
+    if args.timing:
+        timing(args)
+        return
     settings: list[int | None] = [None, args.loss_chunk]
     rows = []
     with tempfile.TemporaryDirectory() as grad_dir:
@@ -175,6 +176,66 @@ def main() -> None:
     (OUT / "oomb_chunked_loss.json").write_text(json.dumps(record, indent=2) + "\n")
     plot(rows, args, OUT / "oomb_chunked_loss.png", record["machine"])
     print(json.dumps(summary, indent=2))
+
+
+def _model(args: argparse.Namespace, length: int):
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(args.seed)
+    config = Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=args.hidden,
+        intermediate_size=args.hidden * 11 // 4,
+        num_hidden_layers=args.layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max(length, 32768),
+        use_sliding_window=False,
+        tie_word_embeddings=True,
+    )
+    return Qwen2ForCausalLM(config).float().train()
+
+
+def timing(args: argparse.Namespace) -> None:
+    """Seconds per step of each ``--timing-chunks`` setting, interleaved over rounds."""
+    import statistics
+
+    import torch
+
+    from lc_train.oomb import ChunkRecurrentConfig, chunk_recurrent_backward
+
+    torch.set_num_threads(args.threads)
+    length = args.lengths[0]
+    model = _model(args, length)
+    ids = torch.randint(0, VOCAB, (1, length), generator=torch.Generator().manual_seed(length))
+    seconds: dict[str, list[float]] = {str(c or None): [] for c in args.timing_chunks}
+    for r in range(args.rounds):
+        for c in args.timing_chunks:
+            cfg = ChunkRecurrentConfig(
+                chunk_size=args.chunk,
+                page_size=128,
+                block_tokens=args.chunk,
+                loss_chunk_size=c or None,
+            )
+            model.zero_grad()
+            start = time.perf_counter()
+            chunk_recurrent_backward(model, ids, config=cfg)
+            seconds[str(c or None)].append(time.perf_counter() - start)
+            print(f"round {r + 1}: loss_chunk_size={c or None} {seconds[str(c or None)][-1]:.1f} s")
+    base = statistics.median(seconds["None"])
+    result = {
+        "length": length,
+        "rounds": args.rounds,
+        "threads": args.threads,
+        "seconds": seconds,
+        "median_ratio_vs_whole_chunk": {k: statistics.median(v) / base for k, v in seconds.items()},
+    }
+    path = OUT / "oomb_chunked_loss.json"
+    record = json.loads(path.read_text()) if path.exists() else {}
+    record["timing"] = result
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
 
 
 def plot(rows: list[dict], args: argparse.Namespace, path: Path, machine: str) -> None:
