@@ -162,3 +162,23 @@ def test_recall_skips_lines_without_words(tiny_backend) -> None:
     )
     found = _texts(agent, tok, _chunk(tok, "*****.", "-- --.", FACT))
     assert found == [FACT]
+
+
+def test_recall_min_keeps_unrelated_sentences_out(tiny_backend) -> None:
+    tok = tiny_backend.tokenizer
+    chunk = _chunk(tok, "The river is quiet.", FACT)
+    loose = MemAgent(
+        tiny_backend,
+        MemAgentConfig.evidence(recall_top=2, recall_min=-1.0),
+        embedder=SynonymEmbedder(),
+    )
+    assert _texts(loose, tok, chunk) == ["The river is quiet.", FACT]
+    strict = MemAgent(
+        tiny_backend,
+        MemAgentConfig.evidence(recall_top=2, recall_min=0.5),
+        embedder=SynonymEmbedder(),
+    )
+    assert _texts(strict, tok, chunk) == [FACT]  # the river shares no concept: cosine 0
+    for bad in (1.5, -2, "0.3"):
+        with pytest.raises(ValueError, match="recall_min"):
+            MemAgentConfig(recall_min=bad)  # type: ignore[arg-type]

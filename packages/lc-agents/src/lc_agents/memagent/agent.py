@@ -672,7 +672,8 @@ class MemAgent:
         return [parts[i] for i in sorted(keep)]
 
     def _recall(self, question: str, texts: Sequence[str]) -> list[int]:
-        """Indices of the ``recall_top`` texts closest to ``question`` in meaning."""
+        """Indices of the ``recall_top`` texts closest to ``question`` in meaning (cosine
+        at least ``recall_min``)."""
         k = self.config.recall_top
         idx = [i for i, t in enumerate(texts) if _LETTERS.search(t)]  # not rules or symbols
         if k == 0 or self.embedder is None or not idx:
@@ -684,7 +685,7 @@ class MemAgent:
         vecs = self.embedder.embed_texts([texts[i] for i in idx])
         sims = np.asarray(vecs, dtype=np.float32) @ self._question_vec[question]
         best = np.argsort(-sims, kind="stable")[:k]
-        return [idx[int(j)] for j in best]
+        return [idx[int(j)] for j in best if sims[j] >= self.config.recall_min]
 
     def _sentence_end_ids(self) -> list[int]:
         """Ids of the tokens whose text ends a sentence (., !, ? or a newline); computed
