@@ -104,3 +104,28 @@ def test_bad_issue_file_is_a_clear_error(task, tmp_path: pathlib.Path) -> None:
     assert r.exit_code == 1
     assert "gold_patch" in r.output
     assert "Traceback" not in r.output
+
+
+def test_without_bubblewrap_the_arena_refuses_unless_told_it_is_unsafe(
+    task, tmp_path: pathlib.Path, monkeypatch
+) -> None:
+    from lc_evals.arena import sandbox
+
+    monkeypatch.setattr(sandbox, "_probe", lambda: (None, "bubblewrap (bwrap) is not installed"))
+    repo, issue = task
+    sub = tmp_path / "sub.txt"
+    sub.write_text("```diff\n" + _diff("parity.py", BUGGY, FIXED) + "```\n")
+    rev = tmp_path / "rev.txt"
+    rev.write_text("```diff\n" + _diff("tests/test_issue.py", None, TESTS) + "```\n")
+    args = ["arena", "--repo", str(repo), "--issue", str(issue), "--out", str(tmp_path / "o")]
+    args += ["--scripted-submitter", str(sub), "--scripted-reviewer", str(rev), *LIMITS]
+    args += ["--retriever", "files"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 1, r.output
+    assert "error:" in r.output
+    assert "bubblewrap" in r.output
+    assert "Traceback" not in r.output
+    unsafe = runner.invoke(app, [*args, "--unsafe-no-isolation"])
+    assert unsafe.exit_code == 0, unsafe.output
+    assert "UNSAFE" in unsafe.output
+    assert "isolation unsafe-no-isolation" in unsafe.output

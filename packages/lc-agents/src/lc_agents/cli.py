@@ -704,17 +704,28 @@ def arena(
         pathlib.Path | None,
         typer.Option(dir_okay=False, exists=True, help="Replay this reply as the reviewer."),
     ] = None,
+    unsafe_no_isolation: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe-no-isolation",
+            help="Run the models' code WITHOUT the bubblewrap sandbox (never for untrusted "
+            "models on a machine that matters).",
+        ),
+    ] = False,
 ) -> None:
     """SwingArena battle: the model patches the issue, reviews with tests, CI judges.
 
     One model plays both roles (self-play). Battles already in --out/battles.jsonl are
-    skipped, so an interrupted run resumes where it stopped.
+    skipped, so an interrupted run resumes where it stopped. The models' patches and tests
+    run under bubblewrap; without it the command stops with an error unless
+    --unsafe-no-isolation is given (and then says so, and records it).
     """
     import json
 
     from lc_evals.arena import (
         ArenaStore,
         BattleConfig,
+        IsolationUnavailable,
         SandboxLimits,
         format_leaderboard,
         load_issue,
@@ -755,17 +766,23 @@ def arena(
         max_context_chars=context_chars,
         submitter_tokens=max_tokens,
         reviewer_tokens=max_tokens,
+        unsafe_no_isolation=unsafe_no_isolation,
     )
+    if unsafe_no_isolation:
+        err.print(Text("UNSAFE: running the models' code without isolation", style="bold red"))
     store = ArenaStore(out_dir / "battles.jsonl")
     before = store.done()
-    table = run_arena(
-        [task],
-        {label: chat_model},
-        store,
-        retrievers={task.id: retrieve},
-        config=config,
-        rounds=rounds,
-    )
+    try:
+        table = run_arena(
+            [task],
+            {label: chat_model},
+            store,
+            retrievers={task.id: retrieve},
+            config=config,
+            rounds=rounds,
+        )
+    except IsolationUnavailable as exc:
+        raise _fail(str(exc)) from None
     records = [r for r in store.records() if r["issue"] == task.id]
     for rec in records:
         v = rec["verdict"]
@@ -775,7 +792,8 @@ def arena(
                 f"{rec['id']} ({tag}): winner ",
                 (str(v["winner"]), "bold"),
                 f" - {v['reason']}; patch valid {v['patch_valid']}, tests valid "
-                f"{v['tests_valid']}, {len(rec['events'])} containment event(s)",
+                f"{v['tests_valid']}, {len(rec['events'])} containment event(s), "
+                f"isolation {rec.get('isolation', 'unknown')}",
             )
         )
     board = [s.to_dict() for s in table]
