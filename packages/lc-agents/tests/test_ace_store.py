@@ -405,3 +405,46 @@ def test_concurrent_curators_in_threads_lose_no_updates(tmp_path):
 def _curate_thread(s: PlaybookStore, worker: int) -> None:
     for r in range(20):
         s.apply([Delta.add("rules", f"{worker}-{r}")], tags={"rules-00001": "helpful"})
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("helpful", "many", r"bullets\[1\]\.helpful must be an integer"),
+        ("harmful", -1, r"bullets\[1\]\.harmful must be an integer >= 0"),
+        ("helpful", True, r"bullets\[1\]\.helpful"),
+        ("seq", 1.5, r"bullets\[1\]\.seq"),
+        ("created_at", "yesterday", r"bullets\[1\]\.created_at must be a finite number"),
+        ("provenance", [1, 2], r"bullets\[1\]\.provenance must be an object"),
+        ("content", 7, r"bullets\[1\]\.content must be a string"),
+        ("content", "  ", r"bullets\[1\].*must not be empty"),
+        ("section", None, r"bullets\[1\]\.section must be a string"),
+        ("id", "a b\nc", r"bullets\[1\]\.id"),
+        ("colour", "red", r"bullets\[1\] has unknown fields \['colour'\]"),
+    ],
+)
+def test_load_json_refuses_a_malformed_entry_and_writes_nothing(field, value, message):
+    src = PlaybookStore()
+    src.apply([Delta.add("rules", "a"), Delta.add("rules", "b")])
+    data = json.loads(src.to_json())
+    data["bullets"][1][field] = value
+    dst = PlaybookStore()
+    dst.apply([Delta.add("units", "cents")])
+    with pytest.raises(DeltaError, match=message):
+        dst.load_json(json.dumps(data))
+    assert snapshot(dst) == [("units-00001", "units", "cents", 0, 0)]
+    dst.render()  # the store stays readable
+    assert [b.id for b in dst.bullets()] == ["units-00001"]
+
+
+def test_load_json_refuses_repeated_ids_and_bad_documents():
+    src = PlaybookStore()
+    src.apply([Delta.add("rules", "a")])
+    data = json.loads(src.to_json())
+    data["bullets"].append(dict(data["bullets"][0]))
+    with pytest.raises(DeltaError, match="appears twice"):
+        PlaybookStore().load_json(json.dumps(data))
+    with pytest.raises(DeltaError, match="does not parse"):
+        PlaybookStore().load_json("{not json")
+    with pytest.raises(DeltaError, match=r"bullets\[0\] must be an object"):
+        PlaybookStore().load_json('{"bullets": [3]}')

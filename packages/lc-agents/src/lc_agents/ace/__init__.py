@@ -8,7 +8,8 @@ The pieces:
 * :class:`Generator`, :class:`Reflector`, :class:`Curator`: the three roles around any
   chat model (``chat(messages, **options) -> str``).
 * :func:`deduplicate` with :class:`MiniLMEmbedder`: grow-and-refine merging of
-  near-duplicate bullets (needs ``lc-agents[embeddings]``). It takes any
+  near-duplicate bullets that name the same numbers and identifiers
+  (:func:`salient_tokens`; the default embedder needs ``lc-agents[embeddings]``). It takes any
   :class:`~lc_agents.retrieval.Embedder`; ``Embedder`` here is an alias of that protocol.
 * :class:`Ace`: offline (labelled, multi-epoch) and online (feedback-only) adaptation,
   resumable from the store; :class:`RewriteMemory`: the rewrite-everything baseline.
@@ -39,6 +40,7 @@ from lc_agents.ace.dedup import (
     deduplicate,
     find_duplicates,
     minilm_model_dir,
+    salient_tokens,
 )
 from lc_agents.ace.deltas import OPS, TAGS, Delta, normalize_tag
 from lc_agents.ace.errors import CuratorOutputError, DeltaError, UnknownBulletError
@@ -83,4 +85,5 @@ __all__ = [
     "find_duplicates",
     "minilm_model_dir",
     "normalize_tag",
+    "salient_tokens",
 ]

@@ -1,9 +1,19 @@
 """Grow-and-refine: merge near-duplicate bullets found by sentence-embedding similarity.
 
-Bullets whose embeddings have cosine similarity ``>= threshold`` (default 0.9, the
-paper's setting) are linked; each connected group becomes one MERGE delta whose survivor
-is the group's most useful bullet (``helpful - harmful``, then the oldest). Counters are
-summed, the survivor's text is kept, and the merge is applied as one atomic batch.
+Two bullets are duplicates when their embeddings have cosine similarity ``>= threshold``
+(default 0.9, the paper's setting) **and** they name the same numbers and identifiers
+(see :func:`salient_tokens`): "Refunds under $50 go to queue R3" and "Refunds over $50
+go to queue R7" are close in embedding space (0.90 with MiniLM) but state different
+rules, so both are kept. A group is merged only when *every* pair in it is a duplicate
+(no chains where A ~ B and B ~ C pull in an unrelated C). Each group becomes one MERGE
+delta whose survivor is the group's most useful bullet (``helpful - harmful``, then
+``helpful``, then the oldest); counters are summed and the survivor's text is kept.
+
+:func:`deduplicate` finds the groups and applies the merges inside one transaction of the
+store (:meth:`~lc_agents.ace.PlaybookStore.apply_planned`), so several processes may
+de-duplicate the same playbook at once: the later one sees the earlier one's merges.
+Embeddings are computed before the lock is taken; only bullets written meanwhile are
+embedded while holding it.
 
 The embedder is an :class:`~lc_agents.retrieval.Embedder` (``name``, ``dim``,
 ``embed_texts``), the one embedder protocol of lc-agents; :data:`Embedder` here is an
@@ -32,6 +42,8 @@ Examples:
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lc_agents.ace.deltas import Delta
@@ -43,9 +55,18 @@ from lc_agents.retrieval.embedders import (
 )
 
 if TYPE_CHECKING:
-    from lc_agents.ace.store import PlaybookStore
+    import numpy as np
 
-__all__ = ["Embedder", "MiniLMEmbedder", "deduplicate", "find_duplicates", "minilm_model_dir"]
+    from lc_agents.ace.store import Bullet, PlaybookStore
+
+__all__ = [
+    "Embedder",
+    "MiniLMEmbedder",
+    "deduplicate",
+    "find_duplicates",
+    "minilm_model_dir",
+    "salient_tokens",
+]
 
 # ``Embedder`` (imported above) is kept in this module's namespace and ``__all__`` as an
 # alias of lc_agents.retrieval.Embedder: ``from lc_agents.ace import Embedder`` works.
@@ -63,56 +84,139 @@ def _embed(embedder: Any, texts: list[str]) -> Any:
     return embed(texts)
 
 
+# a `quoted` span, or a word with its '.', ',', '::', '/' or '-' joined parts (3.5, 1,000,
+# R7, v2.1, os.path, a/b, X-42); a word is kept when it holds a digit, an inner
+# underscore, an inner capital (camelCase) or a dotted / '::' path
+_WORD = re.compile(r"`[^`]+`|\w+(?:(?:\.|,|::|/|-)\w+)*")
+
+
+def salient_tokens(text: str) -> frozenset[str]:
+    """The numbers and identifiers in ``text`` (two duplicates must name the same ones).
+
+    Numbers are kept with their separators (``3.5``, ``1,000``); identifiers are words
+    holding a digit, an underscore or an inner capital letter, dotted or ``::`` paths,
+    and spans in backticks. Plain words are left out: paraphrases may differ in them.
+
+    Examples:
+        >>> sorted(salient_tokens("Refunds under $50 go to queue R3 via `route()`."))
+        ['50', 'R3', '`route()`']
+        >>> sorted(salient_tokens("Call os.path.join, not max_len or getUser, for 1,000 rows."))
+        ['1,000', 'getUser', 'max_len', 'os.path.join']
+        >>> salient_tokens("Always give dates in ISO format.")
+        frozenset()
+    """
+    out: set[str] = set()
+    for word in _WORD.findall(text):
+        if word.startswith("`"):
+            out.add(word)
+            continue
+        word = word.strip(".-/")
+        inner_capital = any(c.isupper() for c in word[1:]) and any(c.islower() for c in word)
+        if (
+            any(c.isdigit() for c in word)
+            or "_" in word.strip("_")
+            or inner_capital
+            or re.search(r"[A-Za-z]\w*(\.|::)\w*[A-Za-z]", word)
+        ):
+            out.add(word)
+    return frozenset(out)
+
+
+def _embed_rows(embedder: Any, texts: Sequence[str]) -> np.ndarray:
+    import numpy as np
+
+    emb = np.asarray(_embed(embedder, list(texts)), dtype=np.float64)
+    if emb.ndim != 2 or emb.shape[0] != len(texts):
+        raise ValueError(f"embedder returned shape {emb.shape}, expected [{len(texts)}, d]")
+    return normalize_rows(emb, dtype=np.float64)
+
+
+def _groups(
+    bullets: Sequence[Bullet],
+    vectors: Mapping[str, np.ndarray],
+    threshold: float,
+    same_section: bool,
+) -> list[list[str]]:
+    """Duplicate groups (survivor first) in which every pair is a duplicate."""
+    import numpy as np
+
+    if len(bullets) < 2:
+        return []
+    emb = np.stack([vectors[b.content] for b in bullets])
+    sim = emb @ emb.T
+    tokens = [salient_tokens(b.content) for b in bullets]
+    n = len(bullets)
+
+    def duplicate(i: int, j: int) -> bool:
+        return bool(
+            sim[i, j] >= threshold
+            and tokens[i] == tokens[j]
+            and (not same_section or bullets[i].section == bullets[j].section)
+        )
+
+    # seeds in survivor order; each takes the still-free bullets most similar to it
+    # that are duplicates of every member taken so far (complete linkage)
+    order = sorted(range(n), key=lambda i: (-bullets[i].score, -bullets[i].helpful, bullets[i].seq))
+    taken = [False] * n
+    out: list[list[str]] = []
+    for seed in order:
+        if taken[seed]:
+            continue
+        taken[seed] = True
+        members = [seed]
+        candidates = [j for j in range(n) if not taken[j] and duplicate(seed, j)]
+        candidates.sort(key=lambda j: (-sim[seed, j], bullets[j].seq))
+        for j in candidates:
+            if all(duplicate(m, j) for m in members[1:]):
+                members.append(j)
+                taken[j] = True
+        if len(members) > 1:
+            out.append([bullets[i].id for i in members])  # seed first, then by similarity
+    for g in out:
+        rank = {b.id: (-b.score, -b.helpful, b.seq) for b in bullets}
+        g.sort(key=lambda x: rank[x])
+    seq = {b.id: b.seq for b in bullets}
+    out.sort(key=lambda g: seq[g[0]])
+    return out
+
+
+def _vectors(
+    embedder: Any, bullets: Sequence[Bullet], known: dict[str, np.ndarray] | None = None
+) -> dict[str, np.ndarray]:
+    """Unit vectors by content, embedding only contents not in ``known``."""
+    vectors = dict(known or {})
+    missing = list(dict.fromkeys(b.content for b in bullets if b.content not in vectors))
+    if missing:
+        vectors.update(zip(missing, _embed_rows(embedder, missing), strict=True))
+    return vectors
+
+
+def _check_threshold(threshold: float) -> None:
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+
+
 def find_duplicates(
     store: PlaybookStore, embedder: Embedder, *, threshold: float = 0.9, same_section: bool = False
 ) -> list[list[str]]:
     """Groups of near-duplicate bullet ids (each group sorted survivor first).
 
+    Two bullets are duplicates when their cosine similarity is ``>= threshold``, they
+    name the same numbers and identifiers (:func:`salient_tokens`) and, with
+    ``same_section``, share a section. In a group every pair is a duplicate.
+
     Args:
         store: the playbook.
         embedder: an :class:`~lc_agents.retrieval.Embedder` (or an object with only
             ``encode(texts)``, the former ACE shape); rows are normalised here.
-        threshold: cosine similarity at or above which two bullets are duplicates.
+        threshold: cosine similarity at or above which two bullets may be duplicates.
         same_section: only compare bullets of the same section.
     """
-    import numpy as np
-
-    if not 0.0 < threshold <= 1.0:
-        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    _check_threshold(threshold)
     bullets = store.bullets()
     if len(bullets) < 2:
         return []
-    emb = np.asarray(_embed(embedder, [b.content for b in bullets]), dtype=np.float64)
-    if emb.ndim != 2 or emb.shape[0] != len(bullets):
-        raise ValueError(f"embedder returned shape {emb.shape}, expected [{len(bullets)}, d]")
-    emb = normalize_rows(emb, dtype=np.float64)
-    sim = emb @ emb.T
-    parent = list(range(len(bullets)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for i in range(len(bullets)):
-        for j in range(i + 1, len(bullets)):
-            if sim[i, j] >= threshold and (
-                not same_section or bullets[i].section == bullets[j].section
-            ):
-                parent[root(j)] = root(i)
-    groups: dict[int, list[int]] = {}
-    for i in range(len(bullets)):
-        groups.setdefault(root(i), []).append(i)
-    out = []
-    for members in groups.values():
-        if len(members) > 1:
-            ranked = sorted(
-                (bullets[i] for i in members), key=lambda b: (-b.score, -b.helpful, b.seq)
-            )
-            out.append([b.id for b in ranked])
-    out.sort(key=lambda g: store.get(g[0]).seq)
-    return out
+    return _groups(bullets, _vectors(embedder, bullets), threshold, same_section)
 
 
 def deduplicate(
@@ -120,10 +224,16 @@ def deduplicate(
 ) -> list[Delta]:
     """Merge near-duplicate bullets in place; returns the MERGE deltas applied.
 
-    See :func:`find_duplicates` for the arguments. The merges run as one atomic batch.
+    See :func:`find_duplicates` for the arguments. The groups are found and merged in
+    one transaction, so concurrent de-duplications of one store never conflict.
     """
-    groups = find_duplicates(store, embedder, threshold=threshold, same_section=same_section)
-    deltas = [Delta.merge(g, role="dedup", threshold=threshold) for g in groups]
-    if deltas:
-        store.apply(deltas)
+    _check_threshold(threshold)
+    known = _vectors(embedder, store.bullets())  # outside the write lock
+
+    def plan(bullets: list[Bullet]) -> list[Delta]:
+        vectors = _vectors(embedder, bullets, known)
+        groups = _groups(bullets, vectors, threshold, same_section)
+        return [Delta.merge(g, role="dedup", threshold=threshold) for g in groups]
+
+    deltas, _ = store.apply_planned(plan)
     return deltas

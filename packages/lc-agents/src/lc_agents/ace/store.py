@@ -30,6 +30,7 @@ Examples:
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sqlite3
@@ -37,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from lc_agents.ace.deltas import Delta, normalize_tag
@@ -346,42 +347,91 @@ class PlaybookStore:
         if tags is not None:
             items = tags.items() if isinstance(tags, Mapping) else tags
             pairs = [(str(k), normalize_tag(v)) for k, v in items]
+        with self._transaction() as cur:
+            return self._apply_in(cur, ops, pairs, progress, on_invalid)
+
+    def apply_planned(
+        self,
+        plan: Callable[[list[Bullet]], Sequence[Delta]],
+        *,
+        on_invalid: Literal["raise", "skip"] = "raise",
+    ) -> tuple[list[Delta], ApplyReport]:
+        """Read the playbook, plan deltas from it and apply them in one transaction.
+
+        ``plan`` receives every bullet (creation order) as it stands once this call holds
+        the write lock, and returns the deltas to apply. No other writer can change the
+        playbook between the read and the write, so a plan never names a bullet another
+        process has just merged or deleted. Keep ``plan`` short: other writers wait.
+
+        Args:
+            plan: ``bullets -> deltas`` (may return no deltas: nothing is written).
+            on_invalid: as in :meth:`apply`.
+
+        Returns:
+            The deltas ``plan`` returned and the :class:`ApplyReport` of applying them.
+
+        Examples:
+            >>> from lc_agents.ace import Delta, PlaybookStore
+            >>> s = PlaybookStore()
+            >>> _ = s.apply([Delta.add("r", "a"), Delta.add("r", "a")])
+            >>> ops, report = s.apply_planned(lambda bs: [Delta.merge([b.id for b in bs])])
+            >>> report.results, len(s)
+            (['r-00001'], 1)
+        """
+        if on_invalid not in ("raise", "skip"):
+            raise ValueError(f"on_invalid is {on_invalid!r}; allowed: ['raise', 'skip']")
+        with self._transaction() as cur:
+            rows = cur.execute(f"SELECT {_COLUMNS} FROM bullets ORDER BY seq").fetchall()
+            ops = list(plan([_row_to_bullet(r) for r in rows]))
+            for i, op in enumerate(ops):
+                if not isinstance(op, Delta):
+                    raise DeltaError(f"plan returned a {type(op).__name__} at {i}, not a Delta")
+            if not ops:
+                return [], ApplyReport()
+            return ops, self._apply_in(cur, ops, [], None, on_invalid)
+
+    def _apply_in(
+        self,
+        cur: sqlite3.Cursor,
+        ops: list[Delta],
+        pairs: list[tuple[str, str]],
+        progress: tuple[str, Mapping[str, Any]] | None,
+        on_invalid: str,
+    ) -> ApplyReport:
+        """Apply tags, deltas and progress through ``cur`` (inside a transaction)."""
         report = ApplyReport()
         now = self.clock()
-        with self._transaction() as cur:
-            for bullet_id, tag in pairs:
-                if tag == "neutral":
-                    exists = cur.execute(
-                        "SELECT 1 FROM bullets WHERE id = ?", (bullet_id,)
-                    ).fetchone()
-                    (report.tagged if exists else report.unknown_tags).append(bullet_id)
-                    continue
-                cur.execute(
-                    f"UPDATE bullets SET {tag} = {tag} + 1, updated_at = ? WHERE id = ?",
-                    (now, bullet_id),
-                )
-                (report.tagged if cur.rowcount else report.unknown_tags).append(bullet_id)
-            applied: list[dict[str, Any]] = []
-            for i, op in enumerate(ops):
-                try:
-                    result = self._apply_one(cur, op, now)
-                except UnknownBulletError as err:
-                    if on_invalid == "raise":
-                        raise UnknownBulletError(f"deltas[{i}] ({op.op}): {err}") from None
-                    report.results.append(None)
-                    report.rejected.append((i, str(err)))
-                    continue
-                report.results.append(result)
-                applied.append({**op.to_dict(), "result": result})
-                if self._after_op is not None:
-                    self._after_op(i)
-            if applied or pairs:
-                cur.execute(
-                    "INSERT INTO history (at, ops) VALUES (?, ?)",
-                    (now, json.dumps({"deltas": applied, "tags": pairs})),
-                )
-            if progress is not None:
-                self._write_progress(cur, progress[0], progress[1])
+        for bullet_id, tag in pairs:
+            if tag == "neutral":
+                exists = cur.execute("SELECT 1 FROM bullets WHERE id = ?", (bullet_id,)).fetchone()
+                (report.tagged if exists else report.unknown_tags).append(bullet_id)
+                continue
+            cur.execute(
+                f"UPDATE bullets SET {tag} = {tag} + 1, updated_at = ? WHERE id = ?",
+                (now, bullet_id),
+            )
+            (report.tagged if cur.rowcount else report.unknown_tags).append(bullet_id)
+        applied: list[dict[str, Any]] = []
+        for i, op in enumerate(ops):
+            try:
+                result = self._apply_one(cur, op, now)
+            except UnknownBulletError as err:
+                if on_invalid == "raise":
+                    raise UnknownBulletError(f"deltas[{i}] ({op.op}): {err}") from None
+                report.results.append(None)
+                report.rejected.append((i, str(err)))
+                continue
+            report.results.append(result)
+            applied.append({**op.to_dict(), "result": result})
+            if self._after_op is not None:
+                self._after_op(i)
+        if applied or pairs:
+            cur.execute(
+                "INSERT INTO history (at, ops) VALUES (?, ?)",
+                (now, json.dumps({"deltas": applied, "tags": pairs})),
+            )
+        if progress is not None:
+            self._write_progress(cur, progress[0], progress[1])
         return report
 
     def _next_seq(self, cur: sqlite3.Cursor) -> int:
@@ -529,17 +579,28 @@ class PlaybookStore:
     def load_json(self, text: str) -> int:
         """Import bullets exported by :meth:`to_json` (ids kept); returns how many.
 
+        Every entry is checked before anything is written (field names and types, ids
+        unique), so a malformed file leaves the playbook as it was.
+
         Raises:
-            DeltaError: an id already exists here or an entry is malformed.
+            DeltaError: an id already exists here or an entry is malformed (the message
+                names the entry and the field).
         """
-        data = json.loads(text)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise DeltaError(f"the playbook JSON does not parse: {err}") from None
         rows = data.get("bullets") if isinstance(data, Mapping) else None
         if not isinstance(rows, list):
             raise DeltaError('expected a JSON object {"bullets": [...]}')
+        bullets = [_bullet_from_json(i, row) for i, row in enumerate(rows)]
+        seen: set[str] = set()
+        for i, b in enumerate(bullets):
+            if b.id in seen:
+                raise DeltaError(f"bullets[{i}].id {b.id!r} appears twice in the file")
+            seen.add(b.id)
         with self._transaction() as cur:
-            for row in rows:
-                b = Bullet(**row)
-                Delta.add(b.section, b.content)  # validates section and content
+            for b in bullets:
                 if cur.execute("SELECT 1 FROM bullets WHERE id = ?", (b.id,)).fetchone():
                     raise DeltaError(f"bullet id {b.id!r} already exists")
                 seq = self._next_seq(cur)
@@ -558,6 +619,61 @@ class PlaybookStore:
                     ),
                 )
         return len(rows)
+
+
+_JSON_FIELDS = {f.name for f in fields(Bullet)}
+
+
+def _bullet_from_json(index: int, row: Any) -> Bullet:
+    """A :class:`Bullet` from one exported entry, every field type-checked."""
+    where = f"bullets[{index}]"
+    if not isinstance(row, Mapping):
+        raise DeltaError(f"{where} must be an object, got {type(row).__name__}")
+    unknown = sorted(set(row) - _JSON_FIELDS)
+    if unknown:
+        raise DeltaError(f"{where} has unknown fields {unknown}; allowed: {sorted(_JSON_FIELDS)}")
+    for name in ("id", "section", "content"):
+        if not isinstance(row.get(name), str):
+            got = row.get(name)
+            raise DeltaError(f"{where}.{name} must be a string, got {got!r:.60}")
+    if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", row["id"]):
+        raise DeltaError(
+            f"{where}.id must be 1-64 letters, digits or '_.:-', got {row['id']!r:.60}"
+        )
+    try:
+        Delta.add(row["section"], row["content"])  # validates section and content
+    except DeltaError as err:
+        raise DeltaError(f"{where}: {err}") from None
+    for name in ("helpful", "harmful", "seq"):
+        value = row.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise DeltaError(f"{where}.{name} must be an integer >= 0, got {value!r:.60}")
+    for name in ("created_at", "updated_at"):
+        value = row.get(name, 0.0)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise DeltaError(f"{where}.{name} must be a finite number, got {value!r:.60}")
+    provenance = row.get("provenance", {})
+    if not isinstance(provenance, Mapping) or not all(isinstance(k, str) for k in provenance):
+        raise DeltaError(f"{where}.provenance must be an object, got {provenance!r:.60}")
+    try:
+        json.dumps(provenance, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise DeltaError(f"{where}.provenance is not plain JSON: {err}") from None
+    return Bullet(
+        id=row["id"],
+        section=row["section"],
+        content=row["content"],
+        helpful=row.get("helpful", 0),
+        harmful=row.get("harmful", 0),
+        provenance=dict(provenance),
+        created_at=float(row.get("created_at", 0.0)),
+        updated_at=float(row.get("updated_at", 0.0)),
+        seq=row.get("seq", 0),
+    )
 
 
 @contextmanager
