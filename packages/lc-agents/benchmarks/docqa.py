@@ -144,12 +144,20 @@ class Runner:
         return MemAgentConfig.sentences()
 
     def config_id(self, method: str) -> str | None:
-        """Short hash of a MemAgent method's configuration (None for other methods)."""
+        """Short hash of a MemAgent method's configuration (None for other methods).
+
+        Only the fields that differ from ``MemAgentConfig()``'s defaults count, so a new
+        field whose default keeps the old behaviour does not change the hash."""
+        from lc_agents.memagent import MemAgentConfig
+
         kind = method.split(":", 1)[0]
         if kind not in ("memagent", "paper", "sentences", "evidence"):
             return None
-        fields = json.dumps(self.config(kind).fingerprint_fields(), sort_keys=True)
-        return hashlib.sha256(fields.encode()).hexdigest()[:12]
+        default = MemAgentConfig().fingerprint_fields()
+        fields = {
+            k: v for k, v in self.config(kind).fingerprint_fields().items() if default[k] != v
+        }
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
 
     def _memagent(self, kind: str, backend: Any, item: Any) -> dict[str, Any]:
         from lc_agents.memagent import MemAgent
