@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lc_agents.code import CodeChunk, chunk_source, language_for_path
 
@@ -229,3 +231,48 @@ def test_languages_by_suffix_and_unknown_language_errors():
         chunk_source("x", "java")
     with pytest.raises(ValueError, match="max_lines"):
         chunk_source("x", "python", max_lines=0)
+
+
+# --------------------------------------------------------------------------- line accounting
+# characters str.splitlines() breaks at but tree-sitter does not (it counts "\n" only)
+ODD_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\r"
+
+
+@st.composite
+def sources_with_odd_line_breaks(draw):
+    """Python files whose comments hold odd line breaks, with "\\n" or "\\r\\n" endings."""
+    eol = draw(st.sampled_from(["\n", "\r\n"]))
+    filler = st.text(alphabet="ab " + ODD_BREAKS, max_size=8)
+    lines: list[str] = []
+    for i in range(draw(st.integers(1, 5))):
+        for _ in range(draw(st.integers(0, 2))):
+            lines.append("# " + draw(filler))
+        lines += ["", f"def f{i}(x):", f"    y = x  # {draw(filler)}", f"    return y + {i}", ""]
+    return eol.join(lines) + eol
+
+
+@settings(max_examples=60, deadline=None)
+@given(sources_with_odd_line_breaks())
+def test_line_numbers_count_newlines_only_like_tree_sitter(source):
+    rows = [r.removesuffix("\r") for r in source.split("\n")]
+    chunks = chunk_source(source, "python", "m.py")
+    for c in chunks:
+        assert c.text == "\n".join(rows[c.start_line - 1 : c.end_line])
+    functions = {c.name: c for c in chunks if c.kind == "function"}
+    defs = [i for i, r in enumerate(rows) if r.startswith("def f")]
+    assert sorted(functions) == sorted(rows[i][4:6] for i in defs)
+    for i in defs:
+        assert functions[rows[i][4:6]].start_line == i + 1
+
+
+@pytest.mark.parametrize("odd", ["\x0c", "\u2028", "\r", "\x85"])
+def test_an_odd_line_break_does_not_shift_later_chunks(odd):
+    source = f"# a{odd}b\nX = 1\n\n\ndef g():\n    return 1\n"
+    (block, func) = chunk_source(source, "python")
+    assert (block.start_line, block.end_line, block.text) == (1, 2, f"# a{odd}b\nX = 1")
+    assert (func.name, func.start_line, func.end_line) == ("g", 5, 6)
+    assert func.text == "def g():\n    return 1"
+    crlf = chunk_source(source.replace("\n", "\r\n"), "python")
+    assert [(c.start_line, c.end_line, c.text) for c in crlf] == [
+        (c.start_line, c.end_line, c.text) for c in (block, func)
+    ]

@@ -16,8 +16,9 @@ A file is parsed once and cut into non-overlapping chunks of whole lines:
 Names are qualified with their enclosing namespaces and classes: ``Outer.Inner.method``
 in Python, ``geo::Box::volume`` in C++, ``Stack::push`` in Rust (the type of an ``impl``
 block, also for trait impls) and ``Stack.Push`` in Go. Line numbers are 1-based and
-inclusive. Chunks longer than ``max_lines`` are split into consecutive windows that keep
-the name, with ``part`` set.
+inclusive and counted as tree-sitter counts them: only ``"\\n"`` ends a line (a form
+feed, a lone ``"\\r"`` or U+2028 does not). Chunks longer than ``max_lines`` are split
+into consecutive windows that keep the name, with ``part`` set.
 
 Examples:
     >>> from lc_agents.code import chunk_source
@@ -352,9 +353,12 @@ def chunk_source(
     spec = LANGUAGES.get(language)
     if spec is None:
         raise ValueError(f"language must be one of {sorted(LANGUAGES)}, got {language!r}")
-    lines = source.splitlines()
-    if not lines:
+    if not source:
         return []
+    # rows as tree-sitter counts them: only "\n" ends a line ("\r\n" is "\n" with a
+    # "\r" left at the row's end, dropped from the text); form feeds, "\r" alone,
+    # U+2028 and the other characters str.splitlines() breaks at stay inside their row
+    lines = [line.removesuffix("\r") for line in source.split("\n")]
     tree = _parser(language).parse(source.encode("utf-8"))
     units: list[_Unit] = []
     claimed = _walk(language, spec, tree.root_node, "", False, units)
