@@ -507,7 +507,7 @@ def paired_tests(
         "losses", "p", "p_holm"}}}`` with differences in percentage points; ``p`` is
         ``None`` when every difference is zero or fewer than two pairs exist.
 
-    Example:
+    Examples:
         >>> cells = [{"dataset": "a", "seed": s, "earliness": 0.4,
         ...           "methods": {"gdpd": {"auc_prc": 0.9}, "none": {"auc_prc": 0.5 + s / 100}}}
         ...          for s in range(6)]
