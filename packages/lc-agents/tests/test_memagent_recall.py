@@ -182,3 +182,18 @@ def test_recall_min_keeps_unrelated_sentences_out(tiny_backend) -> None:
     for bad in (1.5, -2, "0.3"):
         with pytest.raises(ValueError, match="recall_min"):
             MemAgentConfig(recall_min=bad)  # type: ignore[arg-type]
+
+
+def test_a_reply_about_someone_else_is_not_grounded(tiny_backend) -> None:
+    from lc_agents.memagent.agent import grounded, support_lines
+
+    memory = (
+        "Quilla Wexley's apprentice is Perrin Dunmore.\n"
+        "Perrin Dunmore was born in Marrowick.\n"
+        "Ilse Varn was born in Ostrell."
+    )
+    question = "In which village was Quilla Wexley's apprentice born?"
+    assert support_lines(question, memory) == memory.split("\n")[:2]  # one hop, not Ilse
+    assert grounded("Marrowick", memory, question)
+    assert not grounded("Ostrell", memory, question)
+    assert grounded("Ostrell", memory)  # without the question every line supports

@@ -64,6 +64,7 @@ __all__ = [
     "names_match",
     "says_not_found",
     "split_tokens",
+    "support_lines",
 ]
 
 _SENTINEL = "\ue000CHUNK\ue000"
@@ -454,7 +455,7 @@ class MemAgent:
             raise EmptyReplyError("the model returned an empty answer")
         if cfg.abstain is not None and says_not_found(reply, cfg.abstain):
             return cfg.abstain, False
-        if cfg.ground_answer and self._scorer is not None and not grounded(reply, memory):
+        if cfg.ground_answer and self._scorer is not None and not grounded(reply, memory, question):
             return self._best_line(question, memory), True
         return reply, True
 
@@ -892,9 +893,33 @@ _NUMBER_WORDS = frozenset(
 )
 
 
-def grounded(reply: str, memory: str) -> bool:
-    """Whether every content word of ``reply`` occurs in ``memory`` (numbers and number
-    words excepted: a count or a total need not be written in the memory).
+def support_lines(question: str, memory: str) -> list[str]:
+    """The memory lines that can support an answer to ``question``: with names in the
+    question, the lines naming them and the lines naming someone those lines name (one
+    hop); without names, every line.
+
+    >>> memory = "Mara Quell's cousin is Tobin Asher.\\nTobin Asher works in Vessby.\\nIlse Varn works in Ostrell."
+    >>> support_lines("Where does Mara Quell's cousin work?", memory)
+    ["Mara Quell's cousin is Tobin Asher.", 'Tobin Asher works in Vessby.']
+    """
+    lines = [line.strip() for line in memory.split("\n") if line.strip()]
+    names = question_names(question)
+    if not names:
+        return lines
+    named = [line for line in lines if names_match(question, line)]
+    linked = question_names(" ".join(named)) - names
+    return [
+        line
+        for line in lines
+        if line in named or any(re.search(rf"\b{re.escape(n)}\b", line) for n in linked)
+    ]
+
+
+def grounded(reply: str, memory: str, question: str = "") -> bool:
+    """Whether every content word of ``reply`` occurs in the memory lines that can
+    support an answer to ``question`` (:func:`support_lines`; all of ``memory`` without
+    a question). Numbers and number words are exempt: a count or a total need not be
+    written in the memory.
 
     >>> grounded("Brennick", "The pilot has moved to Brennick.")
     True
@@ -902,8 +927,11 @@ def grounded(reply: str, memory: str) -> bool:
     False
     >>> grounded("three", "Mara hired a boat. Tobin hired a boat.")
     True
+    >>> memory = "Zoran Lasker rides an ochre bicycle.\\nNesta Marwood rides a teal bicycle."
+    >>> grounded("Teal", memory, "What colour is the bicycle Zoran Lasker rides?")
+    False
     """
-    have = _content_words(memory)
+    have = _content_words("\n".join(support_lines(question, memory)))
     words = {w for w in _content_words(reply) if not w.isdigit() and w not in _NUMBER_WORDS}
     return words <= have
 
