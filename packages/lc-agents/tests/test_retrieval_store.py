@@ -215,3 +215,74 @@ def test_ivf_pq_index_is_built_when_the_plan_asks_for_it(tmp_path):
     # approximate, but the query's own row is still the best hit for most queries
     found = sum(s.search_vector(vecs[i], k=1)[0].id == str(i) for i in range(0, 600, 30))
     assert found >= 16
+
+
+# --------------------------------------------------------------------------- maintenance
+def _fragments(s: VectorStore) -> int:
+    return int(s._table.stats()["fragment_stats"]["num_fragments"])
+
+
+def test_many_small_upserts_are_compacted(tmp_path):
+    s = VectorStore.open(tmp_path, HashingEmbedder(dim=16))
+    rng = np.random.default_rng(0)
+    vecs = rng.standard_normal((300, 16)).astype(np.float32)
+    for i in range(300):  # every third write updates the row written before it
+        row = i - 1 if i % 3 == 2 else i
+        s.add([f"row {row} v{i}"], ids=[str(row)], vectors=vecs[i : i + 1])
+        assert _fragments(s) <= 32
+    assert _fragments(s) <= 16
+    assert s.count() == 200
+    assert s.get(["1"])[0].text == "row 1 v2"
+    assert [h.id for h in s.search_vector(vecs[299], k=1)] == ["298"]
+    s.delete(ids=[str(i) for i in range(0, 300, 2) if i % 3 != 2])
+    assert _fragments(s) <= 16
+    assert s.compact() == _fragments(s) <= 2
+
+
+def test_non_finite_and_zero_vectors_are_refused(tmp_path):
+    s = VectorStore.open(tmp_path, HashingEmbedder(dim=8))
+    good = np.eye(8, dtype=np.float32)[:2]
+    s.add(["a", "b"], ids=["a", "b"], vectors=good)
+    for bad in (np.nan, np.inf, -np.inf):
+        q = good[0].copy()
+        q[3] = bad
+        with pytest.raises(ValueError, match="non-finite"):
+            s.search_vector(q)
+        v = good.copy()
+        v[1, 0] = bad
+        with pytest.raises(RetrievalError, match=r"non-finite.*first row 1"):
+            s.add(["c", "d"], ids=["c", "d"], vectors=v)
+    with pytest.raises(ValueError, match="zero"):
+        s.search_vector(np.zeros(8))
+    with pytest.raises(RetrievalError, match=r"zero vector.*first row 1"):
+        s.add(["c", "d"], ids=["c", "d"], vectors=np.stack([good[0], np.zeros(8)]))
+    with pytest.raises(RetrievalError, match="zero vector"):  # no words to hash
+        s.add(["!!! ???"], ids=["e"])
+    with pytest.raises(RetrievalError, match="zero vector"):
+        s.search("!!!")
+    assert sorted(s.ids()) == ["a", "b"]
+
+
+def test_ann_settings_reach_the_documented_recall_on_random_vectors(tmp_path):
+    rng = np.random.default_rng(1)
+    n, dim = 2000, 32
+    vecs = rng.standard_normal((n, dim)).astype(np.float32)
+    s = VectorStore.open(tmp_path, HashingEmbedder(dim=dim))
+    s.add([f"r{i}" for i in range(n)], ids=[str(i) for i in range(n)], vectors=vecs)
+    plan = s.build_index(plan_index(n, dim, available_bytes=2**30, flat_max_rows=500))
+    assert s.index_type() == "ivf_pq"
+    unit = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+    queries = rng.standard_normal((20, dim)).astype(np.float32)
+    truth = [{str(j) for j in np.argsort(-(unit @ q))[:10]} for q in queries]
+
+    def recall(**settings):
+        found = [{h.id for h in s.search_vector(q, 10, **settings)} for q in queries]
+        return float(np.mean([len(f & t) / 10 for f, t in zip(found, truth, strict=True)]))
+
+    assert recall(nprobes=plan.num_partitions, refine_factor=20) >= 0.95
+    assert recall(nprobes=1) < 0.95  # the settings matter: one probe misses neighbours
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="nprobes"):
+            s.search_vector(queries[0], nprobes=bad)
+    with pytest.raises(ValueError, match="refine_factor"):
+        s.search_vector(queries[0], refine_factor=0)

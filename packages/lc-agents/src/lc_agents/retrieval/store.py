@@ -7,6 +7,13 @@ come out as Arrow tables without copies through Python objects), filters on scal
 columns with SQL predicates before the vector search, and offers both an exact flat scan
 and trained approximate indexes (IVF-PQ) for corpora too large to scan.
 
+Every write (:meth:`VectorStore.add`, :meth:`VectorStore.delete`) leaves at most
+``max_fragments`` data fragments: past that the table is compacted
+(:meth:`VectorStore.compact`), so many small upserts do not slow the scans down. New
+rows are appended; only rows whose id already exists go through LanceDB's
+``merge_insert``. Vectors must be finite and non-zero (cosine similarity is undefined for
+a zero vector); a bad vector is refused with an error naming its row, never stored.
+
 Layout of one table: ``id`` (string, primary key), ``text``, ``content_hash`` (SHA-256 of
 text + metadata, or of the given vector), ``vector`` (fixed-size float32 list) and one
 column per metadata key (string, int64, float64 or bool, created when a key first
@@ -54,6 +61,8 @@ RESERVED = ("id", "text", "content_hash", "vector")
 FORMAT_VERSION = "1"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _IN_CHUNK = 512
+#: Default most data fragments a table keeps before a write compacts it.
+MAX_FRAGMENTS = 16
 MetaValue = str | int | float | bool | None
 
 
@@ -132,12 +141,21 @@ class VectorStore:
         table_name: the LanceDB table holding the rows.
     """
 
-    def __init__(self, db: Any, table: Any, path: str, embedder: Embedder, table_name: str):
+    def __init__(
+        self,
+        db: Any,
+        table: Any,
+        path: str,
+        embedder: Embedder,
+        table_name: str,
+        max_fragments: int = MAX_FRAGMENTS,
+    ):
         self._db = db
         self._table = table
         self.path = path
         self.embedder = embedder
         self.table_name = table_name
+        self.max_fragments = max_fragments
 
     # ------------------------------------------------------------------ opening
 
@@ -148,6 +166,7 @@ class VectorStore:
         embedder: Embedder | None = None,
         *,
         table: str = "chunks",
+        max_fragments: int = MAX_FRAGMENTS,
     ) -> VectorStore:
         """Open (or create) the store in directory ``path``.
 
@@ -155,6 +174,8 @@ class VectorStore:
             path: database directory (created if missing).
             embedder: the embedder (default: :class:`~lc_agents.retrieval.MiniLMEmbedder`).
             table: table name inside the database.
+            max_fragments: a write that leaves more data fragments than this compacts
+                the table (:meth:`compact`); 0 turns automatic compaction off.
 
         Raises:
             EmbedderMismatchError: the existing table was built by an embedder with another
@@ -169,6 +190,8 @@ class VectorStore:
             embedder = MiniLMEmbedder()
         if not _IDENT.match(table):
             raise ValueError(f"table must be an identifier, got {table!r}")
+        if max_fragments < 0:
+            raise ValueError(f"max_fragments must be >= 0, got {max_fragments}")
         lancedb = _import_lancedb()
         path = os.fspath(path)
         os.makedirs(path, exist_ok=True)
@@ -191,7 +214,7 @@ class VectorStore:
                     f"{old_name!r} (dim {old_dim}) but was opened with {name!r} (dim {dim}); "
                     "open it with the same embedder, or use a new path to re-index"
                 )
-            return cls(db, tbl, path, embedder, table)
+            return cls(db, tbl, path, embedder, table, max_fragments)
         schema = pa.schema(
             [
                 pa.field("id", pa.string(), nullable=False),
@@ -206,7 +229,7 @@ class VectorStore:
             },
         )
         tbl = db.create_table(table, schema=schema)
-        return cls(db, tbl, path, embedder, table)
+        return cls(db, tbl, path, embedder, table, max_fragments)
 
     # ------------------------------------------------------------------ reading
 
@@ -228,6 +251,19 @@ class VectorStore:
 
     def _existing_hashes(self, ids: Sequence[str]) -> dict[str, str]:
         out: dict[str, str] = {}
+        if self._table.count_rows() == 0:
+            return out
+        if len(ids) > _IN_CHUNK:  # one scan of two columns beats many IN (...) queries
+            wanted = set(ids)
+            table = self._table.search().select(["id", "content_hash"]).limit(None).to_arrow()
+            for row_id, h in zip(
+                table.column("id").to_pylist(),
+                table.column("content_hash").to_pylist(),
+                strict=True,
+            ):
+                if row_id in wanted:
+                    out[row_id] = h
+            return out
         for i in range(0, len(ids), _IN_CHUNK):
             part = ids[i : i + _IN_CHUNK]
             sql = "id IN (" + ", ".join(_sql_literal(x) for x in part) + ")"
@@ -286,6 +322,7 @@ class VectorStore:
         """
         import numpy as np
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         texts = list(texts)
         n = len(texts)
@@ -315,7 +352,7 @@ class VectorStore:
         hashes = []
         for i, (t, m) in enumerate(zip(texts, metas, strict=True)):
             h = hashlib.sha256(t.encode())
-            h.update(json.dumps(m, sort_keys=True, default=str).encode())
+            h.update(json.dumps(m, sort_keys=True, default=str).encode() if m else b"{}")
             if vectors is not None:
                 h.update(vectors[i].tobytes())
             hashes.append(h.hexdigest())
@@ -342,12 +379,18 @@ class VectorStore:
         for col, typ in columns.items():
             data[col] = pa.array([metas[i].get(col) for i in todo], typ)
         batch = pa.table(data).cast(self._table.schema)
-        (
-            self._table.merge_insert("id")
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute(batch)
-        )
+        is_new = pa.array([row_ids[i] not in old for i in todo], pa.bool_())
+        fresh, known = batch.filter(is_new), batch.filter(pc.invert(is_new))
+        if fresh.num_rows:  # appending is several times faster than merge_insert
+            self._table.add(fresh)
+        if known.num_rows:
+            (
+                self._table.merge_insert("id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(known)
+            )
+        self._maybe_compact()
         return report
 
     def _embed(self, texts: list[str], batch_size: int | None, progress: bool) -> np.ndarray:
@@ -377,8 +420,20 @@ class VectorStore:
         dim = int(self.embedder.dim)
         if v.shape != (n, dim):
             raise RetrievalError(f"{what} gave shape {tuple(v.shape)}, expected ({n}, {dim})")
-        if not np.isfinite(v).all():
-            raise RetrievalError(f"{what} gave non-finite values")
+        bad = ~np.isfinite(v).all(axis=1)
+        if bad.any():
+            rows = np.flatnonzero(bad)
+            raise RetrievalError(
+                f"{what} gave non-finite values (NaN or inf) in {len(rows)} row(s), "
+                f"first row {int(rows[0])}; refusing to store or search them"
+            )
+        zero = ~np.any(v, axis=1)
+        if zero.any():
+            rows = np.flatnonzero(zero)
+            raise RetrievalError(
+                f"{what} gave a zero vector in {len(rows)} row(s), first row {int(rows[0])}: "
+                "cosine similarity is undefined for it, so it could never be found"
+            )
 
     def _ensure_columns(self, metas: list[dict[str, Any]]) -> dict[str, Any]:
         """Validate metadata; add missing columns; return all metadata columns' types."""
@@ -428,7 +483,39 @@ class VectorStore:
                 self._table.delete(f"({c}) AND ({where_sql})" if where_sql else c)
         elif where_sql:
             self._table.delete(where_sql)
+        self._maybe_compact()
         return before - self.count()
+
+    # ------------------------------------------------------------------ maintenance
+
+    def fragments(self) -> int:
+        """Number of data fragments of the table (each write adds at least one)."""
+        return int(self._table.stats()["fragment_stats"]["num_fragments"])
+
+    def compact(self, *, cleanup_older_than_days: float | None = None) -> int:
+        """Merge small data fragments, fold deletions and new rows into the vector index.
+
+        Writes call this by themselves once the table holds more than ``max_fragments``
+        fragments. Old table versions are removed from disk when older than
+        ``cleanup_older_than_days`` (default: LanceDB's, 7 days; readers in other
+        processes may still be reading a recent one).
+
+        Returns:
+            The number of fragments left.
+        """
+        from datetime import timedelta
+
+        cleanup = (
+            None
+            if cleanup_older_than_days is None
+            else timedelta(days=float(cleanup_older_than_days))
+        )
+        self._table.optimize(cleanup_older_than=cleanup)
+        return self.fragments()
+
+    def _maybe_compact(self) -> None:
+        if self.max_fragments and self.fragments() > self.max_fragments:
+            self.compact()
 
     # ------------------------------------------------------------------ search
 
@@ -464,7 +551,13 @@ class VectorStore:
         return SearchHit(id=row["id"], text=row["text"], score=score, metadata=meta)
 
     def search(
-        self, query: str, k: int = 10, where: str | Mapping[str, Any] | None = None
+        self,
+        query: str,
+        k: int = 10,
+        where: str | Mapping[str, Any] | None = None,
+        *,
+        nprobes: int | None = None,
+        refine_factor: int | None = None,
     ) -> list[SearchHit]:
         """The ``k`` rows most similar (cosine) to ``query``, best first.
 
@@ -475,10 +568,21 @@ class VectorStore:
                 ``{column: value}`` (``value`` a scalar for equality, a list for
                 membership, ``None`` for null) or a SQL predicate string over the
                 metadata columns (e.g. ``"lang = 'py' AND start_line > 10"``).
+            nprobes: with an IVF-PQ index (:meth:`build_index`), how many IVF partitions
+                to scan (default: LanceDB's, 20; at most the number of partitions).
+                Ignored by a flat store.
+            refine_factor: with an IVF-PQ index, fetch ``refine_factor * k`` candidates
+                by their compressed codes and re-rank them by exact cosine (default:
+                none). ``nprobes=plan.num_partitions`` (all partitions) with
+                ``refine_factor=20`` gives recall@10 >= 0.95 even on unclustered random
+                vectors, where the defaults give about 0.4 (see the guide); clustered
+                real embeddings need fewer probes.
 
         Raises:
             EmptyIndexError: the store holds no rows.
-            ValueError: ``k < 1``, an empty query or an unknown filter key.
+            ValueError: ``k < 1``, an empty query, an unknown filter key, or ``nprobes``
+                / ``refine_factor`` below 1.
+            RetrievalError: the embedder gave a non-finite or zero query vector.
         """
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
@@ -486,16 +590,29 @@ class VectorStore:
 
         q = np.asarray(self.embedder.embed_texts([query]), dtype=np.float32)
         self._check_vectors(q, 1, f"embedder {self.embedder.name!r}")
-        return self.search_vector(q[0], k, where)
+        return self.search_vector(q[0], k, where, nprobes=nprobes, refine_factor=refine_factor)
 
     def search_vector(
-        self, vector: np.ndarray, k: int = 10, where: str | Mapping[str, Any] | None = None
+        self,
+        vector: np.ndarray,
+        k: int = 10,
+        where: str | Mapping[str, Any] | None = None,
+        *,
+        nprobes: int | None = None,
+        refine_factor: int | None = None,
     ) -> list[SearchHit]:
-        """Like :meth:`search` with a query vector ``[dim]`` in this store's space."""
+        """Like :meth:`search` with a query vector ``[dim]`` in this store's space.
+
+        Raises:
+            ValueError: the vector has another width, holds NaN or inf, or is zero.
+        """
         import numpy as np
 
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
+        for name, value in (("nprobes", nprobes), ("refine_factor", refine_factor)):
+            if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if self._table.count_rows() == 0:
             raise EmptyIndexError(
                 f"the index in {self.path} (table {self.table_name!r}) is empty; add texts first"
@@ -505,8 +622,16 @@ class VectorStore:
             raise ValueError(
                 f"query vector has {vector.shape[0]} dims, index has {self.embedder.dim}"
             )
+        if not np.isfinite(vector).all():
+            raise ValueError("query vector holds non-finite values (NaN or inf)")
+        if not vector.any():
+            raise ValueError("query vector is zero: cosine similarity is undefined for it")
         cols = ["id", "text", *self.metadata_columns, "_distance"]
         q = self._table.search(vector).distance_type("cosine").select(cols).limit(k)
+        if nprobes is not None:
+            q = q.nprobes(int(nprobes))
+        if refine_factor is not None:
+            q = q.refine_factor(int(refine_factor))
         sql = self._where_sql(where)
         if sql:
             q = q.where(sql, prefilter=True)
