@@ -286,3 +286,33 @@ def test_ann_settings_reach_the_documented_recall_on_random_vectors(tmp_path):
             s.search_vector(queries[0], nprobes=bad)
     with pytest.raises(ValueError, match="refine_factor"):
         s.search_vector(queries[0], refine_factor=0)
+
+
+def test_the_in_memory_flat_scan_matches_lancedb_and_follows_writes(tmp_path):
+    rng = np.random.default_rng(2)
+    vecs = rng.standard_normal((500, 16)).astype(np.float32)
+    fast = VectorStore.open(tmp_path, HashingEmbedder(dim=16))
+    meta = [{"g": i % 3} for i in range(500)]
+    fast.add([f"r{i}" for i in range(500)], meta, ids=[str(i) for i in range(500)], vectors=vecs)
+    queries = rng.standard_normal((5, 16)).astype(np.float32)
+
+    def same(q, **kw):
+        lance = VectorStore.open(tmp_path, HashingEmbedder(dim=16), flat_cache_bytes=0)
+        a = [(h.id, h.text, h.metadata) for h in fast.search_vector(q, 7, **kw)]
+        b = [(h.id, h.text, h.metadata) for h in lance.search_vector(q, 7, **kw)]
+        assert a == b
+        sa = [h.score for h in fast.search_vector(q, 7, **kw)]
+        sb = [h.score for h in lance.search_vector(q, 7, **kw)]
+        np.testing.assert_allclose(sa, sb, atol=1e-5)
+        return a
+
+    for q in queries:
+        same(q)
+        same(q, where={"g": 1})
+    assert fast._flat_cache is not None  # the numpy path was taken
+    top = same(queries[0])[0][0]
+    fast.delete([top])  # a write invalidates the cached matrix
+    assert same(queries[0])[0][0] != top
+    fast.add(["moved"], ids=["0"], vectors=queries[1:2])  # an update too
+    assert same(queries[1])[0][:2] == ("0", "moved")
+    assert len(fast.search_vector(queries[1], 1000)) == 499  # k larger than the table

@@ -13,6 +13,9 @@ Every write (:meth:`VectorStore.add`, :meth:`VectorStore.delete`) leaves at most
 rows are appended; only rows whose id already exists go through LanceDB's
 ``merge_insert``. Vectors must be finite and non-zero (cosine similarity is undefined for
 a zero vector); a bad vector is refused with an error naming its row, never stored.
+Without a vector index, unfiltered searches scan an in-memory copy of the unit vectors
+with numpy (up to ``flat_cache_bytes``, reloaded when the table version changes) and
+fetch only the hits from LanceDB; filtered or indexed searches go to LanceDB.
 
 Layout of one table: ``id`` (string, primary key), ``text``, ``content_hash`` (SHA-256 of
 text + metadata, or of the given vector), ``vector`` (fixed-size float32 list) and one
@@ -63,6 +66,8 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _IN_CHUNK = 512
 #: Default most data fragments a table keeps before a write compacts it.
 MAX_FRAGMENTS = 16
+#: Default most bytes of vectors an unindexed store scans in memory with numpy.
+FLAT_CACHE_BYTES = 256 * 2**20
 MetaValue = str | int | float | bool | None
 
 
@@ -149,6 +154,7 @@ class VectorStore:
         embedder: Embedder,
         table_name: str,
         max_fragments: int = MAX_FRAGMENTS,
+        flat_cache_bytes: int = FLAT_CACHE_BYTES,
     ):
         self._db = db
         self._table = table
@@ -156,6 +162,8 @@ class VectorStore:
         self.embedder = embedder
         self.table_name = table_name
         self.max_fragments = max_fragments
+        self.flat_cache_bytes = flat_cache_bytes
+        self._flat_cache: tuple[int, tuple[list[str], np.ndarray] | None] | None = None
 
     # ------------------------------------------------------------------ opening
 
@@ -167,6 +175,7 @@ class VectorStore:
         *,
         table: str = "chunks",
         max_fragments: int = MAX_FRAGMENTS,
+        flat_cache_bytes: int = FLAT_CACHE_BYTES,
     ) -> VectorStore:
         """Open (or create) the store in directory ``path``.
 
@@ -176,6 +185,10 @@ class VectorStore:
             table: table name inside the database.
             max_fragments: a write that leaves more data fragments than this compacts
                 the table (:meth:`compact`); 0 turns automatic compaction off.
+            flat_cache_bytes: without a vector index, unfiltered searches scan an
+                in-memory copy of the unit vectors with numpy (refreshed when the table
+                version changes) while the vectors take at most this many bytes; 0
+                leaves every search to LanceDB's flat scan.
 
         Raises:
             EmbedderMismatchError: the existing table was built by an embedder with another
@@ -192,6 +205,8 @@ class VectorStore:
             raise ValueError(f"table must be an identifier, got {table!r}")
         if max_fragments < 0:
             raise ValueError(f"max_fragments must be >= 0, got {max_fragments}")
+        if flat_cache_bytes < 0:
+            raise ValueError(f"flat_cache_bytes must be >= 0, got {flat_cache_bytes}")
         lancedb = _import_lancedb()
         path = os.fspath(path)
         os.makedirs(path, exist_ok=True)
@@ -214,7 +229,7 @@ class VectorStore:
                     f"{old_name!r} (dim {old_dim}) but was opened with {name!r} (dim {dim}); "
                     "open it with the same embedder, or use a new path to re-index"
                 )
-            return cls(db, tbl, path, embedder, table, max_fragments)
+            return cls(db, tbl, path, embedder, table, max_fragments, flat_cache_bytes)
         schema = pa.schema(
             [
                 pa.field("id", pa.string(), nullable=False),
@@ -229,7 +244,7 @@ class VectorStore:
             },
         )
         tbl = db.create_table(table, schema=schema)
-        return cls(db, tbl, path, embedder, table, max_fragments)
+        return cls(db, tbl, path, embedder, table, max_fragments, flat_cache_bytes)
 
     # ------------------------------------------------------------------ reading
 
@@ -643,17 +658,64 @@ class VectorStore:
             raise ValueError("query vector holds non-finite values (NaN or inf)")
         if not vector.any():
             raise ValueError("query vector is zero: cosine similarity is undefined for it")
+        sql = self._where_sql(where)
+        if sql is None:
+            hits = self._flat_search(vector, k)
+            if hits is not None:
+                return hits
         cols = ["id", "text", *self.metadata_columns, "_distance"]
         q = self._table.search(vector).distance_type("cosine").select(cols).limit(k)
         if nprobes is not None:
             q = q.nprobes(int(nprobes))
         if refine_factor is not None:
             q = q.refine_factor(int(refine_factor))
-        sql = self._where_sql(where)
         if sql:
             q = q.where(sql, prefilter=True)
         rows = q.to_list()
         return [self._hit(r, 1.0 - float(r["_distance"])) for r in rows]
+
+    def _flat_matrix(self) -> tuple[list[str], np.ndarray] | None:
+        """Row ids and unit vectors of this table version, in storage order (cached).
+
+        ``None`` when the table has a vector index, or when its vectors would take more
+        than ``flat_cache_bytes`` of memory.
+        """
+        import numpy as np
+
+        version = self._table.version
+        cached = self._flat_cache
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        entry: tuple[list[str], np.ndarray] | None = None
+        n, dim = self._table.count_rows(), int(self.embedder.dim)
+        if 0 < n * dim * 4 <= self.flat_cache_bytes and self.index_type() == "flat":
+            table = self._table.search().select(["id", "vector"]).limit(None).to_arrow()
+            flat = table.column("vector").combine_chunks().flatten().to_numpy()
+            rows = np.asarray(flat, dtype=np.float32).reshape(-1, dim)
+            rows = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+            entry = (table.column("id").to_pylist(), rows)
+        self._flat_cache = (version, entry)
+        return entry
+
+    def _flat_search(self, vector: np.ndarray, k: int) -> list[SearchHit] | None:
+        """Exact top ``k`` by a numpy scan of the cached unit vectors (``None``: use LanceDB)."""
+        import numpy as np
+
+        cached = self._flat_matrix()
+        if cached is None:
+            return None
+        ids, rows = cached
+        scores = rows @ (vector / np.linalg.norm(vector))
+        k = min(k, len(ids))
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        cols = ["id", "text", *self.metadata_columns]
+        fetched = self._table.take_offsets([int(i) for i in top]).select(cols).to_list()
+        by_id = {r["id"]: r for r in fetched}
+        if len(by_id) != len(top) or any(ids[i] not in by_id for i in top):
+            self._flat_cache = None  # storage order changed under us: let LanceDB answer
+            return None
+        return [self._hit(by_id[ids[i]], float(scores[i])) for i in top]
 
     # ------------------------------------------------------------------ index
 
