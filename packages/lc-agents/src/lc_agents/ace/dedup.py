@@ -172,8 +172,8 @@ def _groups(
                 taken[j] = True
         if len(members) > 1:
             out.append([bullets[i].id for i in members])  # seed first, then by similarity
+    rank = {b.id: (-b.score, -b.helpful, b.seq) for b in bullets}
     for g in out:
-        rank = {b.id: (-b.score, -b.helpful, b.seq) for b in bullets}
         g.sort(key=lambda x: rank[x])
     seq = {b.id: b.seq for b in bullets}
     out.sort(key=lambda g: seq[g[0]])
