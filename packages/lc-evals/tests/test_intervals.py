@@ -52,3 +52,32 @@ def test_paired_comparison_mcnemar() -> None:
     assert out["ci_low"] < out["diff"] < out["ci_high"]
     with pytest.raises(ValueError, match="no item in common"):
         compare(a, _results([1], prefix="other"))
+
+
+def test_paired_comparison_with_equal_differences_keeps_an_interval() -> None:
+    """Equal paired differences leave no spread; the interval must not shrink to a point."""
+    base = [0.2, 0.35, 0.5, 0.6, 0.45, 0.3, 0.25, 0.4, 0.55, 0.7]
+    out = compare(_results(base), _results([x + 0.1 for x in base]))  # B 0.1 better everywhere
+    assert out["method"] == "sign_flip"
+    assert out["diff"] == pytest.approx(-0.1)
+    # Agresti-Min pseudo-pairs: mean -1/12, variance 1.1/12 - (1/12)**2 over 12 observations
+    se = math.sqrt((1.1 / 12 - (1 / 12) ** 2) / 12)
+    assert out["se"] == pytest.approx(se)
+    assert out["ci_low"] == pytest.approx(-1 / 12 - 1.959964 * se)
+    assert out["ci_high"] == pytest.approx(-1 / 12 + 1.959964 * se)
+    assert out["ci_low"] < out["diff"] < out["ci_high"]
+
+    same = compare(_results([1] * 6 + [0] * 4), _results([1] * 6 + [0] * 4))
+    assert same["method"] == "mcnemar_exact"
+    assert same["diff"] == 0.0
+    # no discordant item: 0 +- 1.96 / (n + 2)
+    assert same["ci_low"] == pytest.approx(-1.959964 / 12)
+    assert same["ci_high"] == pytest.approx(1.959964 / 12)
+
+    wins = compare(_results([1] * 10), _results([0] * 10))  # A right, B wrong on every item
+    assert wins["diff"] == 1.0
+    assert 0.5 < wins["ci_low"] < 1.0
+    assert wins["ci_high"] == 1.0
+
+    one = compare(_results([0.8]), _results([0.3]))  # a single item: finite, within [-1, 1]
+    assert -1.0 <= one["ci_low"] < one["diff"] < one["ci_high"] <= 1.0

@@ -117,6 +117,20 @@ def compare(
     95% interval of the difference ``mean(a) - mean(b)`` is the normal interval of the
     paired differences.
 
+    When every paired difference is equal, up to rounding (B better by the same amount on every item,
+    or no difference at all, or a single item) the sample spread is zero or undefined
+    and the normal interval would collapse to a point or be infinite. The interval then
+    comes from the differences with two pseudo-pairs added: a difference of ``+1`` and
+    one of ``-1`` at weight one half each and a difference of ``0`` at weight one. For
+    accuracies this is Agresti and Min's adjusted Wald interval for matched proportions
+    (one half added to each cell of the paired 2x2 table); for graded scores, which
+    also differ by at most 1, the same pseudo-counts stand for the spread a few items
+    cannot rule out. The interval is ``mean +- 1.96 se`` of the augmented differences
+    (weighted mean and standard error over ``n + 2`` observations), clipped to
+    ``[-1, 1]``; ``se`` reports that standard error. Example: ten items, B better by
+    0.1 on each, give a difference of -0.1 and the interval about -0.25 to +0.08
+    instead of the point -0.1.
+
     Returns:
         ``{"n", "mean_a", "mean_b", "diff", "se", "ci_low", "ci_high", "p_value",
         "method", "a_only", "b_only"}``; ``a_only``/``b_only`` count items where one
@@ -132,7 +146,16 @@ def compare(
     n = len(pairs)
     diffs = [x - y for x, y in pairs]
     mean_d = sum(diffs) / n
-    se = math.sqrt(sum((d - mean_d) ** 2 for d in diffs) / (n - 1) / n) if n > 1 else math.inf
+    if max(diffs) - min(diffs) <= 1e-12:  # equal up to rounding: no spread to estimate
+        # Agresti-Min pseudo-pairs: weights 1/2 at +1 and -1, 1 at 0 (n + 2 in all).
+        n_adj = n + 2
+        centre = sum(diffs) / n_adj
+        second = (sum(d * d for d in diffs) + 1.0) / n_adj
+        se = math.sqrt(max(second - centre * centre, 0.0) / n_adj)
+        ci_low, ci_high = max(-1.0, centre - Z95 * se), min(1.0, centre + Z95 * se)
+    else:
+        se = math.sqrt(sum((d - mean_d) ** 2 for d in diffs) / (n - 1) / n)
+        ci_low, ci_high = mean_d - Z95 * se, mean_d + Z95 * se
     a_only = sum(d > 0 for d in diffs)
     b_only = sum(d < 0 for d in diffs)
     if _is_binary([x for pair in pairs for x in pair]):
@@ -155,8 +178,8 @@ def compare(
         "mean_b": sum(y for _, y in pairs) / n,
         "diff": mean_d,
         "se": se,
-        "ci_low": mean_d - Z95 * se,
-        "ci_high": mean_d + Z95 * se,
+        "ci_low": ci_low,
+        "ci_high": ci_high,
         "p_value": p_value,
         "method": method,
         "a_only": a_only,
