@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import lc_kernels as lck
+from lc_kernels.compressed_attention import group_block_scores, num_query_groups
 
 SHAPES = [(0, 20), (1, 0), (0, 0)]  # (batch, tokens)
 
@@ -104,3 +105,32 @@ def test_decode_ops_with_an_empty_batch(backend, with_len):
 def test_block_topk_without_heads(backend):
     vals, idx = lck.block_topk(torch.randn(2, 0, 20), 3, block_size=16, backend=backend)
     assert vals.shape == idx.shape == (2, 0, 3)
+
+
+@pytest.mark.parametrize(("b", "t"), SHAPES)
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("query_block", [1, 16])
+def test_group_block_scores(b, t, backend, query_block):
+    q, k, _ = _leaves(b, t)
+    kc = lck.mean_pool_compress(k.detach(), 8, 4)
+    out = group_block_scores(
+        q.detach(), kc, kernel_size=8, stride=4, block_size=16, query_block=query_block,
+        backend=backend,
+    )  # fmt: skip
+    ng = num_query_groups(0, t, query_block)
+    assert tuple(out.shape) == (b, ng, 2, -(-t // 16))
+    assert out.dtype == torch.float32
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("start", [32, 40])
+def test_group_block_scores_no_queries_against_a_cache(backend, start):
+    """``T = 0`` queries after ``start`` cached keys meet no query group."""
+    q, _, _ = _leaves(2, 0)
+    _, k, _ = _leaves(2, start)
+    kc = lck.mean_pool_compress(k.detach(), 8, 4)
+    out = group_block_scores(
+        q.detach(), kc, start=start, kv_len=start, kernel_size=8, stride=4, block_size=16,
+        query_block=16, backend=backend,
+    )  # fmt: skip
+    assert tuple(out.shape) == (2, 0, 2, -(-start // 16))

@@ -248,7 +248,9 @@ def group_block_scores(
 
     Returns:
         ``[B, NG, H_kv, NB]`` fp32, ``NB = ceil(kv_len / block_size)``, one row per group
-        met by the queries (``NG = (start + T - 1) // query_block - start // query_block + 1``).
+        met by the queries (``NG = (start + T - 1) // query_block - start // query_block + 1``,
+        0 when ``T == 0``). Empty inputs (``B == 0`` or ``T == 0``) give an all-zero
+        (possibly empty) output on every backend.
 
     Example:
         >>> import torch
@@ -268,7 +270,7 @@ def group_block_scores(
     kv_len = start + t if kv_len is None else kv_len
     _check_ints(
         ("start", start, 0),
-        ("kv_len", kv_len, 1),
+        ("kv_len", kv_len, 0),
         ("kernel_size", kernel_size, 1),
         ("stride", stride, 1),
         ("block_size", block_size, 1),
@@ -279,10 +281,10 @@ def group_block_scores(
             f"need stride <= kernel_size and block_size a multiple of stride, got "
             f"kernel_size={kernel_size}, stride={stride}, block_size={block_size}"
         )
-    if bk != b or dk != d or t == 0 or hq % hkv:
+    if bk != b or dk != d or hq % hkv:
         raise ValueError(
-            f"q {tuple(q.shape)} and k_cmp {tuple(k_cmp.shape)}: need the same B and D, "
-            "T >= 1 and HQ a multiple of H_kv"
+            f"q {tuple(q.shape)} and k_cmp {tuple(k_cmp.shape)}: need the same B and D "
+            "and HQ a multiple of H_kv"
         )
     if start + t > kv_len:
         raise ValueError(f"queries at positions {start}..{start + t - 1} pass kv_len={kv_len}")

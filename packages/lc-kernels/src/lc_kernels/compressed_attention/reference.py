@@ -201,7 +201,10 @@ def topk_blocks_from_scores(
 
 
 def num_query_groups(start: int, t: int, query_block: int) -> int:
-    """Position-aligned groups of ``query_block`` met by positions ``start .. start + t - 1``."""
+    """Position-aligned groups of ``query_block`` met by positions ``start .. start + t - 1``
+    (0 when ``t == 0``)."""
+    if t <= 0:
+        return 0
     return (start + t - 1) // query_block - start // query_block + 1
 
 
@@ -247,6 +250,8 @@ def group_block_scores_reference(
     dev = q.device
     ng = num_query_groups(start, t, query_block)
     nb = -(-kv_len // block_size)
+    if b == 0 or t == 0:
+        return torch.zeros(b, ng, hkv, nb, device=dev)
     r = block_size // stride
     pad = -(-kernel_size // stride) - 1  # spans starting before block j * r that reach it
     pos = torch.arange(start, start + t, device=dev)

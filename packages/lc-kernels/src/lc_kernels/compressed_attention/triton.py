@@ -204,7 +204,7 @@ def group_block_scores_triton(
     ng = num_query_groups(start, t, query_block)
     nb = -(-kv_len // block_size)
     out = torch.zeros(b, ng, hkv, nb, dtype=torch.float32, device=q.device)
-    if c == 0 or t == 0:
+    if b == 0 or c == 0 or t == 0:
         return out
     lse = torch.empty(b * hkv, t * g, dtype=torch.float32, device=q.device)
     scale_log2 = scale * math.log2(math.e)
