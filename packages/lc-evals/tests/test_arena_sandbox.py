@@ -135,3 +135,38 @@ def test_limits_validate() -> None:
         SandboxLimits(wall_seconds=0)
     with pytest.raises(ValueError, match="disk_bytes"):
         SandboxLimits(disk_bytes=0)
+
+
+def test_an_import_path_under_tmp_stays_visible_read_only(
+    repo: pathlib.Path, isolated: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A virtual environment under /tmp (a clone there, a nox session) must still import
+    inside the sandbox's fresh /tmp; a sibling directory that is not on the path is not
+    seen, and the bound one cannot be written."""
+    import shutil
+    import tempfile
+
+    lib = pathlib.Path(tempfile.mkdtemp(prefix="arena-lib-", dir="/tmp"))
+    other = pathlib.Path(tempfile.mkdtemp(prefix="arena-other-", dir="/tmp"))
+    try:
+        (lib / "tmp_lib_probe.py").write_text("VALUE = 42\n")
+        (other / "secret.txt").write_text("hidden")
+        monkeypatch.setattr(sys, "path", [*sys.path, str(lib)])
+        code = (
+            f"import sys, os; sys.path.append({str(lib)!r})\n"
+            "import tmp_lib_probe\n"
+            "print(tmp_lib_probe.VALUE)\n"
+            f"print(os.path.exists({str(other / 'secret.txt')!r}))\n"
+            "try:\n"
+            f"    open({str(lib / 'w.txt')!r}, 'w')\n"
+            "    print('wrote')\n"
+            "except OSError:\n"
+            "    print('read-only')\n"
+        )
+        result = _evil(repo, code)
+        assert result.ok, result.stderr
+        assert result.stdout.split() == ["42", "False", "read-only"]
+        assert not (lib / "w.txt").exists()
+    finally:
+        shutil.rmtree(lib, ignore_errors=True)
+        shutil.rmtree(other, ignore_errors=True)

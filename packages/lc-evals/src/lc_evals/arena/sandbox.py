@@ -506,7 +506,9 @@ def _inside_env(
 def _readonly_paths(exclude: Sequence[pathlib.Path]) -> list[str]:
     """Host paths the sandbox sees read-only besides ``/usr`` and part of ``/etc``: the
     Python installation, its import path and this package (never ``/``, a home
-    directory itself, or anything under the temporary directory)."""
+    directory itself, the temporary directory itself or anything under ``exclude``).
+    Paths under ``/tmp`` (a virtual environment there) are bound over the sandbox's
+    fresh ``/tmp`` (see :func:`_bwrap_argv`)."""
     tmp = os.path.realpath(tempfile.gettempdir())
     homes = {"/root", "/home", os.path.realpath(os.path.expanduser("~"))}
     cands = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
@@ -517,7 +519,7 @@ def _readonly_paths(exclude: Sequence[pathlib.Path]) -> list[str]:
         for p in {os.path.abspath(c), os.path.realpath(c)}:
             if not os.path.exists(p) or p == "/" or p in homes or os.path.dirname(p) == "/home":
                 continue
-            if p == tmp or p.startswith(tmp + "/"):
+            if p == tmp:
                 continue
             if any(p == str(e) or p.startswith(str(e) + "/") for e in exclude):
                 continue
@@ -548,11 +550,16 @@ def _bwrap_argv(
             argv += ["--ro-bind", top, top]
     for name in _ETC:
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    for path in _readonly_paths([pathlib.Path(stage).parent]):
-        argv += ["--ro-bind", path, path]
+    host = _readonly_paths([pathlib.Path(stage).parent])
+    under_tmp = [p for p in host if p.startswith("/tmp/")]
+    for path in host:
+        if path not in under_tmp:
+            argv += ["--ro-bind", path, path]
     size = str(limits.disk_bytes)
     argv += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm"]
     argv += ["--remount-ro", "/dev", "--size", size, "--tmpfs", "/tmp"]
+    for path in under_tmp:  # bound over the fresh /tmp, so a venv there stays visible
+        argv += ["--ro-bind", path, path]
     argv += ["--ro-bind", stage, stage, "--size", size, "--tmpfs", work]
     argv += ["--remount-ro", "/", "--chdir", work, "--info-fd", str(info_fd)]
     return argv
