@@ -467,10 +467,7 @@ class MemAgent:
         named = [line for line in lines if names_match(question, line)] or lines
         if self.embedder is None or len(named) == 1:
             return named[0]
-        import numpy as np
-
-        vecs = np.asarray(self.embedder.embed_texts([question, *named]), dtype=np.float32)
-        return named[int(np.argmax(vecs[1:] @ vecs[0]))]
+        return named[int(self._similarities(question, named).argmax())]
 
     def scores(self, question: str, lines: Sequence[str]) -> list[float]:
         """The model's question-likelihood score of each line (nats; see ``scoring``).
@@ -502,6 +499,7 @@ class MemAgent:
         """
         if self._scorer is not None:
             self._scorer.clear()
+        self._question_vec.clear()
         done = min(len(r.trace) for r in readers)
         bar = _Progress(None, done, enabled=progress)
         n_chunks = n_tokens = 0
@@ -681,12 +679,20 @@ class MemAgent:
             return []
         import numpy as np
 
-        if question not in self._question_vec:
-            self._question_vec[question] = self.embedder.embed_texts([question])[0]
-        vecs = self.embedder.embed_texts([texts[i] for i in idx])
-        sims = np.asarray(vecs, dtype=np.float32) @ self._question_vec[question]
+        sims = self._similarities(question, [texts[i] for i in idx])
         best = np.argsort(-sims, kind="stable")[:k]
         return [idx[int(j)] for j in best if sims[j] >= self.config.recall_min]
+
+    def _similarities(self, question: str, texts: Sequence[str]) -> Any:
+        """Cosine of each text with ``question`` under the embedder (float32 ``[n]``);
+        the question's vector is computed once per read."""
+        import numpy as np
+
+        assert self.embedder is not None
+        if question not in self._question_vec:
+            self._question_vec[question] = self.embedder.embed_texts([question])[0]
+        vecs = np.asarray(self.embedder.embed_texts(list(texts)), dtype=np.float32)
+        return vecs @ self._question_vec[question]
 
     def _sentence_end_ids(self) -> list[int]:
         """Ids of the tokens whose text ends a sentence (., !, ? or a newline); computed
