@@ -15,7 +15,8 @@ minimal ``/dev``, and three size-limited tmpfs mounts it may write: the work cop
 ``/dev/shm``. Nothing else of the host is mounted: no home directories, no sockets, no
 other process. The environment is built from scratch (no variable of the evaluator is
 passed on). The first process inside (:mod:`lc_evals.arena._launcher`) sets the
-resource limits (CPU time, address space, file size, open files, process count), adds
+resource limits (CPU time, address space, file size, open files, process count; where
+the host allows, a pids cgroup of the run caps its tasks too), adds
 Landlock and seccomp where the kernel has them, runs the command, and at its end kills
 every process left in the namespace. The evaluator enforces the wall-clock limit and
 the process cap from outside, killing the namespace's init (which kills the whole
@@ -61,6 +62,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lc_evals.arena.patch import PatchError, apply_patch
+from lc_evals.arena.pids_cgroup import PidsCgroup
 
 _HERE = pathlib.Path(__file__).resolve().parent
 _LAUNCHER = _HERE / "_launcher.py"
@@ -76,8 +78,10 @@ class SandboxLimits:
     Attributes:
         cpu_seconds: CPU time per process (RLIMIT_CPU; SIGXCPU, then SIGKILL 1 s later).
         memory_bytes: address space per process (RLIMIT_AS).
-        max_processes: most processes alive at once in the run (supervisor; also
-            RLIMIT_NPROC for non-root users).
+        max_processes: most processes alive at once in the run (supervisor; also a
+            kernel cap on tasks, threads included: a pids cgroup where the host allows
+            one, RLIMIT_NPROC otherwise, which the kernel ignores when the host uid is
+            root).
         file_size_bytes: largest file a process may write (RLIMIT_FSIZE).
         open_files: open file descriptors per process (RLIMIT_NOFILE).
         wall_seconds: wall-clock limit of the whole run.
@@ -644,6 +648,11 @@ def _run_bwrap(
     }
     argv = _bwrap_argv(bwrap, limits, str(stage), str(work), info_w)
     argv += ["--", sys.executable, "-I", "-S", str(_LAUNCHER), "inside", json.dumps(cfg)]
+    # bubblewrap outside, the namespace's init and the launcher, then one task over the
+    # cap so the supervisor sees it passed; threads count too
+    cgroup = PidsCgroup.create(limits.max_processes + 4)
+    if cgroup is not None:
+        argv = cgroup.wrap(argv)
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -655,6 +664,10 @@ def _run_bwrap(
             pass_fds=(info_w, report_w, events_w),
             start_new_session=True,
         )
+    except BaseException:
+        if cgroup is not None:
+            cgroup.remove(timeout=0)
+        raise
     finally:
         for fd in (info_w, report_w, events_w):
             os.close(fd)
@@ -699,6 +712,8 @@ def _run_bwrap(
         time.sleep(limits.poll_seconds)
     proc.wait()
     _kill_namespace(proc, init)  # nothing of the run outlives it
+    if cgroup is not None:
+        cgroup.remove()
     result.duration_s = round(time.monotonic() - start, 3)
     for reader in (out, err, report, events, info):
         reader.join(timeout=5)
@@ -738,6 +753,8 @@ def _run_bwrap(
     if not limits.network:
         namespaces.append("netns")
     result.layers = ["bubblewrap", *namespaces, "cap_drop_all", "readonly_system"]
+    if cgroup is not None:
+        result.layers.append("pids_cgroup")
     result.layers += [*(layers or []), "supervisor", "audit_hook", "canary"]
     result.events += _python_events_from(events.lines)
     result.events += _signal_events(result, limits)
