@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -11,7 +12,7 @@ from lc_evals.arena.pids_cgroup import PidsCgroup
 
 
 @pytest.fixture
-def cgroup() -> PidsCgroup:
+def cgroup() -> Iterator[PidsCgroup]:
     made = PidsCgroup.create(limit=6)
     if made is None:
         pytest.skip("this host lets this process create no pids cgroup")
