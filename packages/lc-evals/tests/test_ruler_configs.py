@@ -26,7 +26,7 @@ def test_thirteen_configs_generate_and_name_themselves() -> None:
 
 
 def test_niah_multikey_3_has_uuid_keys_and_values_among_uuid_needles() -> None:
-    (item,) = lc_evals.ruler_suite([1500], n=1, seed=3, configs=["niah_multikey_3"])
+    (item,) = lc_evals.ruler_suite([2000], n=1, seed=3, configs=["niah_multikey_3"])
     (key,) = item.metadata["keys"]
     (value,) = item.answers
     assert re.fullmatch(UUID, key)

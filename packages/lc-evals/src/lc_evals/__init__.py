@@ -12,9 +12,10 @@ from lc_evals.errors import ResultsFileError, ResultsFileWarning, StaleResultsEr
 from lc_evals.executors import Executor, RayExecutor, SerialExecutor, ThreadExecutor
 from lc_evals.export import export_lm_eval, lm_eval_task_name
 from lc_evals.fingerprint import item_fingerprint, suite_fingerprint
-from lc_evals.harness import as_predictor, render_prompt, run
+from lc_evals.harness import as_predictor, run
 from lc_evals.icl import ICL_TASKS, check_label, fit_shots, make_icl_items
 from lc_evals.manifest import read_manifest
+from lc_evals.prompts import PROMPT_TEMPLATE, RULER_TEMPLATES, RulerTemplate, render_prompt
 from lc_evals.registry import TaskSpec, available_tasks, generate, register_task, task_spec
 from lc_evals.report import (
     compare,
@@ -56,7 +57,9 @@ __all__ = [
     "ABSTAIN_ANSWER",
     "DOCQA_TEMPLATE",
     "ICL_TASKS",
+    "PROMPT_TEMPLATE",
     "RULER_CONFIGS",
+    "RULER_TEMPLATES",
     "SCORERS",
     "ChatModel",
     "DocQAConfig",
@@ -67,6 +70,7 @@ __all__ = [
     "ResultsFileError",
     "ResultsFileWarning",
     "RulerConfig",
+    "RulerTemplate",
     "SerialExecutor",
     "StaleResultsError",
     "TaskItem",

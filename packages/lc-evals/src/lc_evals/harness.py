@@ -25,18 +25,12 @@ from lc_evals.errors import StaleResultsError
 from lc_evals.executors import Executor, make_executor
 from lc_evals.fingerprint import declared_identity, item_fingerprint, run_fingerprint
 from lc_evals.manifest import RunManifest
+from lc_evals.prompts import PROMPT_TEMPLATE, render_prompt
 from lc_evals.results import Result, load_results, repair_torn_tail
 from lc_evals.scorers import Scorer, default_scorer_name, get_scorer
 from lc_evals.types import ChatModel, TaskItem
 
 System = ChatModel | Callable[[TaskItem], str]
-
-PROMPT_TEMPLATE = "{context}\n\n{question}"
-
-
-def render_prompt(item: TaskItem, template: str = PROMPT_TEMPLATE) -> str:
-    """The user message sent to a chat model: the context, a blank line, the question."""
-    return template.format(context=item.context, question=item.question)
 
 
 class _ChatPredictor:

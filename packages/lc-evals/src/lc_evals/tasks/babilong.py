@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lc_evals.haystack import essay_sentences
-from lc_evals.length import Insert, fit_context, length_unit, make_measure
-from lc_evals.tasks._common import build_item, check_int, item_rng
+from lc_evals.length import Insert
+from lc_evals.tasks._common import ItemPrompt, Sizer, check_int, item_rng
 from lc_evals.types import TaskItem
 
 PEOPLE: tuple[str, ...] = ("Mary", "John", "Daniel", "Sandra", "Fred", "Julie", "Bill", "Emma")
@@ -173,28 +173,24 @@ def _make(task: str):  # type: ignore[no-untyped-def]
         num_facts: int = VARIANTS[task]["facts"],
     ) -> list[TaskItem]:
         check_int("num_facts", num_facts, 1)
-        measure = make_measure(tokenizer)
-        unit = length_unit(tokenizer)
+        sizer = Sizer.of(tokenizer, length)
         items = []
         for index in range(n):
             rng = item_rng(task, seed, index)
             facts, question, answers = story(task, rng, num_facts)
             depths = sorted(rng.random() for _ in facts)
             inserts = [Insert(f, d) for f, d in zip(facts, depths)]
-            fitted = fit_context(
-                essay_sentences(rng), inserts, length, measure, what="the story facts", unit=unit
-            )
+            prompt = ItemPrompt(question)
+            fitted = sizer.fit(essay_sentences(rng), inserts, prompt, what="the story facts")
             items.append(
-                build_item(
+                sizer.item(
                     task,
                     seed,
                     index,
                     context=fitted.context,
-                    question=question,
+                    prompt=prompt,
                     answers=answers,
-                    target_length=length,
-                    measured_length=fitted.length,
-                    unit=unit,
+                    measured=fitted.length,
                     facts=facts,
                     needles=facts,
                     needle_offsets=list(fitted.offsets),

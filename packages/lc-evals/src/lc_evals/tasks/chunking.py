@@ -18,8 +18,15 @@ import uuid
 from typing import Any
 
 from lc_evals.haystack import needle_sentences
-from lc_evals.length import Insert, fit_context, length_unit, make_measure
-from lc_evals.tasks._common import build_item, check_choice, check_depth, check_int, item_rng
+from lc_evals.length import Insert
+from lc_evals.tasks._common import (
+    ItemPrompt,
+    Sizer,
+    check_choice,
+    check_depth,
+    check_int,
+    item_rng,
+)
 from lc_evals.types import TaskItem
 
 KV_HEADER = "JSON data (one key-value pair per line):\n"
@@ -58,8 +65,7 @@ def kv_retrieval(
         True
     """
     check_depth(depth)
-    measure = make_measure(tokenizer)
-    unit = length_unit(tokenizer)
+    sizer = Sizer.of(tokenizer, length)
     task = "kv_retrieval"
     items = []
     for index in range(n):
@@ -67,28 +73,26 @@ def kv_retrieval(
         key, value = _uuid(rng), _uuid(rng)
         d = float(depth) if depth is not None else rng.random()
         filler = needle_sentences(functools.partial(_random_kv_line, rng))
-        fitted = fit_context(
+        prompt = ItemPrompt(
+            f'What is the value associated with the key "{key}" in the JSON data above?'
+        )
+        fitted = sizer.fit(
             filler,
             [Insert(kv_line(key, value), d)],
-            length,
-            measure,
+            prompt,
             prefix=KV_HEADER,
             sep="\n",
             what="the header and target pair",
-            unit=unit,
         )
-        question = f'What is the value associated with the key "{key}" in the JSON data above?'
         items.append(
-            build_item(
+            sizer.item(
                 task,
                 seed,
                 index,
                 context=fitted.context,
-                question=question,
+                prompt=prompt,
                 answers=(value,),
-                target_length=length,
-                measured_length=fitted.length,
-                unit=unit,
+                measured=fitted.length,
                 depth=d,
                 key=key,
                 needles=[kv_line(key, value)],
@@ -118,35 +122,30 @@ def minmax(
     check_int("low", low, -(10**12))
     if not isinstance(high, int) or high <= low:
         raise ValueError(f"high must be an integer > low={low}, got {high!r}")
-    measure = make_measure(tokenizer)
-    unit = length_unit(tokenizer)
+    sizer = Sizer.of(tokenizer, length)
     task = "minmax"
     items = []
     for index in range(n):
         rng = item_rng(task, seed, index)
         which = op if op is not None else rng.choice(("max", "min"))
         filler = needle_sentences(functools.partial(_random_number, rng, low, high))
-        fitted = fit_context(
-            filler, [], length, measure, prefix="Numbers: ", what="the header", unit=unit
+        word = "largest" if which == "max" else "smallest"
+        prompt = ItemPrompt(
+            f"What is the {word} number in the list of numbers above? Answer with the number only."
         )
+        fitted = sizer.fit(filler, [], prompt, prefix="Numbers: ", what="the header")
         numbers = [int(x) for x in NUMBER_RE.findall(fitted.context)]
         check_int("count of numbers that fit", len(numbers), 1)
         answer = max(numbers) if which == "max" else min(numbers)
-        word = "largest" if which == "max" else "smallest"
-        question = (
-            f"What is the {word} number in the list of numbers above? Answer with the number only."
-        )
         items.append(
-            build_item(
+            sizer.item(
                 task,
                 seed,
                 index,
                 context=fitted.context,
-                question=question,
+                prompt=prompt,
                 answers=(str(answer),),
-                target_length=length,
-                measured_length=fitted.length,
-                unit=unit,
+                measured=fitted.length,
                 op=which,
                 num_numbers=len(numbers),
                 answer_offset=_offset(fitted.context, answer),

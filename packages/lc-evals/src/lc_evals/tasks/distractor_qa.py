@@ -28,8 +28,15 @@ from typing import Any
 
 from lc_evals import words as W
 from lc_evals.haystack import essay_sentences
-from lc_evals.length import length_unit, make_measure
-from lc_evals.tasks._common import build_item, check_int, item_rng
+from lc_evals.tasks._common import (
+    TEMPLATES,
+    ItemPrompt,
+    Sizer,
+    check_choice,
+    check_int,
+    item_rng,
+    ruler_prompt,
+)
 from lc_evals.types import TaskItem
 
 TASK = "distractor_qa"
@@ -49,6 +56,8 @@ ATTRIBUTES: tuple[str, ...] = (
 FACT_TEMPLATE = "The {attribute} of the {entity} is {value}."
 QUESTION_TEMPLATE = "What is the {attribute} of the {entity}?"
 SEPARATOR = "\n\n"
+DOCUMENT_TEMPLATE = "Document {i}:\n{document}"
+"""RULER's QA document format (NVIDIA/RULER, scripts/data/synthetic/qa.py)."""
 NEAR_MISS_KINDS: tuple[str, ...] = ("same_noun", "same_adjective", "other_attribute")
 """The three kinds of near-miss distractor, used in turn."""
 
@@ -102,6 +111,13 @@ def _joined(passages: list[tuple[str, str]]) -> str:
     return SEPARATOR.join(p for p, _ in passages)
 
 
+def _documents(passages: list[tuple[str, str]]) -> str:
+    """RULER's QA context: ``Document i:`` and the passage, blank lines between."""
+    return SEPARATOR.join(
+        DOCUMENT_TEMPLATE.format(i=i + 1, document=p) for i, (p, _) in enumerate(passages)
+    )
+
+
 def distractor_qa(
     n: int,
     length: int,
@@ -111,6 +127,9 @@ def distractor_qa(
     distractors: int = 3,
     irrelevant: int | None = None,
     filler_sentences: int = 1,
+    template: str = "plain",
+    length_counts: str = "context",
+    reserve: int = 0,
 ) -> list[TaskItem]:
     """QA items whose gold passage sits among near-miss distractors and irrelevant text.
 
@@ -123,6 +142,12 @@ def distractor_qa(
         distractors: number of near-miss passages (>= 0).
         irrelevant: exact number of irrelevant passages, or ``None`` to fill ``length``.
         filler_sentences: essay sentences appended to every passage (>= 0).
+        template: ``"plain"`` (passages between blank lines, the question after them) or
+            ``"ruler"`` (RULER's QA prompt: ``Document i:`` before every passage, its
+            instruction before and after the documents, its answer prefix).
+        length_counts: ``"context"`` or ``"prompt"`` (the whole prompt plus
+            ``reserve`` units must fit ``length``).
+        reserve: units kept free for the answer when the prompt is counted.
 
     Returns:
         Items with ``metadata["passages"]`` (context order), ``metadata["kinds"]``
@@ -144,8 +169,10 @@ def distractor_qa(
     check_int("filler_sentences", filler_sentences, 0)
     if irrelevant is not None:
         check_int("irrelevant", irrelevant, 0)
-    measure = make_measure(tokenizer)
-    unit = length_unit(tokenizer)
+    check_choice("template", template, TEMPLATES)
+    sizer = Sizer.of(tokenizer, length, length_counts=length_counts, reserve=reserve)
+    unit = sizer.unit
+    join = _documents if template == "ruler" else _joined
     items = []
     for index in range(n):
         rng = item_rng(TASK, seed, index)
@@ -182,39 +209,44 @@ def distractor_qa(
             _irrelevant, rng, used_values, filler, filler_sentences, adjective, noun, attribute
         )
 
-        if measure(_joined(passages)) > length:
+        question = QUESTION_TEMPLATE.format(attribute=attribute, entity=entity)
+        prompt = ruler_prompt("qa", query=question) if template == "ruler" else ItemPrompt(question)
+        counter = sizer.counter(prompt)
+
+        def size(passages: list[tuple[str, str]], counter: Any = counter) -> int:
+            return int(counter(join(passages)))
+
+        if size(passages) > length:
             raise ValueError(
                 f"length={length} {unit} cannot hold the gold passage and {distractors} "
-                f"near-miss distractors ({measure(_joined(passages))} {unit})"
+                f"near-miss distractors ({size(passages)} {unit})"
             )
         if irrelevant is not None:
             passages += [irrelevant_passage() for _ in range(irrelevant)]
-            if measure(_joined(passages)) > length:
+            if size(passages) > length:
                 raise ValueError(
                     f"length={length} {unit} cannot hold {len(passages)} passages "
-                    f"({measure(_joined(passages))} {unit}); lower irrelevant or raise length"
+                    f"({size(passages)} {unit}); lower irrelevant or raise length"
                 )
         else:
             while True:
                 extra = irrelevant_passage()
-                if measure(_joined([*passages, extra])) > length:
+                if size([*passages, extra]) > length:
                     break
                 passages.append(extra)
         order = list(range(len(passages)))
         rng.shuffle(order)
         ordered = [passages[i] for i in order]
-        context = _joined(ordered)
+        context = join(ordered)
         items.append(
-            build_item(
+            sizer.item(
                 TASK,
                 seed,
                 index,
                 context=context,
-                question=QUESTION_TEMPLATE.format(attribute=attribute, entity=entity),
+                prompt=prompt,
                 answers=(answer,),
-                target_length=length,
-                measured_length=measure(context),
-                unit=unit,
+                measured=counter(context),
                 passages=[p for p, _ in ordered],
                 kinds=[k for _, k in ordered],
                 gold_index=order.index(0),

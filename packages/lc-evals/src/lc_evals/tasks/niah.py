@@ -12,6 +12,12 @@ with ``type`` one of ``words``, ``numbers``, ``uuids``. Variants:
 Keys are adjective-noun pairs, or UUIDs with ``key_kind="uuid"`` (RULER's
 ``niah_multikey_3``: UUID keys and values in a haystack of other such needles).
 
+Every variant takes ``template``: ``"plain"`` asks its own question after the context;
+``"ruler"`` words the item as RULER does (its instruction before the context, its
+question and answer prefix after; see :mod:`lc_evals.prompts`). ``length_counts=
+"prompt"`` makes the target length count the whole prompt plus ``reserve`` units for
+the answer, as RULER's length does; ``"context"`` (the default) counts the context.
+
 The first (target) needle goes at ``depth`` (fraction of the haystack before it, 0-1);
 ``depth=None`` draws it from the item's seeded stream. Other needles get random depths.
 
@@ -34,11 +40,13 @@ from lc_evals.haystack import (
     needle_sentences,
     repeat_sentences,
 )
-from lc_evals.length import Insert, fit_context, length_unit, make_measure
+from lc_evals.length import Insert
 from lc_evals.tasks._common import (
+    TEMPLATES,
     VALUE_KINDS,
     VALUE_TYPE_NAMES,
-    build_item,
+    ItemPrompt,
+    Sizer,
     check_choice,
     check_depth,
     check_int,
@@ -46,6 +54,7 @@ from lc_evals.tasks._common import (
     item_rng,
     make_key,
     make_value,
+    ruler_prompt,
 )
 from lc_evals.types import TaskItem
 
@@ -142,6 +151,34 @@ def _forbidden_values(haystack: str, keys: Sequence[str]) -> set[str]:
     return out
 
 
+# RULER's wording when one answer is asked (NVIDIA/RULER, scripts/data/synthetic/niah.py)
+_SINGULAR: tuple[tuple[str, str], ...] = (
+    ("Some", "A"),
+    ("are all", "is"),
+    ("are", "is"),
+    ("answers", "answer"),
+)
+
+
+def _prompt(template: str, type_name: str, asked: Sequence[str], num_answers: int) -> ItemPrompt:
+    """The question of a NIAH item about the keys ``asked`` (``type_name``: ``"numbers"`` ...)."""
+    if template == "ruler":
+        query = ", ".join(asked[:-1]) + ", and " + asked[-1] if len(asked) > 1 else asked[0]
+        if num_answers == 1:
+            return ruler_prompt(
+                "niah", replace=_SINGULAR, type_needle_v=type_name[:-1], query=query
+            )
+        return ruler_prompt("niah", type_needle_v=type_name, query=query)
+    if num_answers == 1:
+        return ItemPrompt(
+            f"What is the special magic {type_name[:-1]} for {asked[0]} mentioned in the text above?"
+        )
+    joined = ", ".join(asked[:-1]) + f" and {asked[-1]}" if len(asked) > 1 else asked[0]
+    return ItemPrompt(
+        f"What are all the special magic {type_name} for {joined} mentioned in the text above?"
+    )
+
+
 def _niah(
     task: str,
     *,
@@ -156,14 +193,16 @@ def _niah(
     num_keys: int,
     values_per_key: int,
     queried_keys: int,
+    template: str,
+    length_counts: str,
+    reserve: int,
 ) -> list[TaskItem]:
     check_choice("haystack", haystack, HAYSTACKS)
     check_choice("value_kind", value_kind, VALUE_KINDS)
     check_choice("key_kind", key_kind, KEY_KINDS)
+    check_choice("template", template, TEMPLATES)
     check_depth(depth)
-    measure = make_measure(tokenizer)
-    unit = length_unit(tokenizer)
-    type_name = VALUE_TYPE_NAMES[value_kind]
+    sizer = Sizer.of(tokenizer, length, length_counts=length_counts, reserve=reserve)
     items = []
     for index in range(n):
         rng = item_rng(task, seed, index)
@@ -183,27 +222,19 @@ def _niah(
         sentences = _haystack(
             haystack, rng, value_kind, set(keys), {v for _, v in needles}, key_kind
         )
-        fitted = fit_context(sentences, inserts, length, measure, what="the needle(s)", unit=unit)
         asked = keys[:queried_keys]
         answers = [v for k, v in needles if k in asked]
-        if queried_keys == 1 and values_per_key == 1:
-            question = f"What is the special magic {type_name[:-1]} for {asked[0]} mentioned in the text above?"
-        elif queried_keys == 1:
-            question = f"What are all the special magic {type_name} for {asked[0]} mentioned in the text above?"
-        else:
-            joined = ", ".join(asked[:-1]) + f" and {asked[-1]}"
-            question = f"What are all the special magic {type_name} for {joined} mentioned in the text above?"
+        prompt = _prompt(template, VALUE_TYPE_NAMES[value_kind], asked, len(answers))
+        fitted = sizer.fit(sentences, inserts, prompt, what="the needle(s)")
         items.append(
-            build_item(
+            sizer.item(
                 task,
                 seed,
                 index,
                 context=fitted.context,
-                question=question,
+                prompt=prompt,
                 answers=answers,
-                target_length=length,
-                measured_length=fitted.length,
-                unit=unit,
+                measured=fitted.length,
                 depth=depths[0],
                 depths=depths,
                 haystack=haystack,
@@ -228,6 +259,9 @@ def niah_single(
     value_kind: str = "number",
     depth: float | None = None,
     key_kind: str = "word",
+    template: str = "plain",
+    length_counts: str = "context",
+    reserve: int = 0,
 ) -> list[TaskItem]:
     """One needle in a ``haystack`` of ``"repeat"``, ``"essay"`` or ``"needles"``.
 
@@ -246,6 +280,9 @@ def niah_single(
         value_kind=value_kind,
         depth=depth,
         key_kind=key_kind,
+        template=template,
+        length_counts=length_counts,
+        reserve=reserve,
         num_keys=1,
         values_per_key=1,
         queried_keys=1,
@@ -263,6 +300,9 @@ def niah_multikey(
     value_kind: str = "number",
     depth: float | None = None,
     key_kind: str = "word",
+    template: str = "plain",
+    length_counts: str = "context",
+    reserve: int = 0,
 ) -> list[TaskItem]:
     """The target needle plus ``num_distractors`` needles with other keys (RULER MK)."""
     check_int("num_distractors", num_distractors, 0)
@@ -276,6 +316,9 @@ def niah_multikey(
         value_kind=value_kind,
         depth=depth,
         key_kind=key_kind,
+        template=template,
+        length_counts=length_counts,
+        reserve=reserve,
         num_keys=1 + num_distractors,
         values_per_key=1,
         queried_keys=1,
@@ -293,6 +336,9 @@ def niah_multivalue(
     value_kind: str = "number",
     depth: float | None = None,
     key_kind: str = "word",
+    template: str = "plain",
+    length_counts: str = "context",
+    reserve: int = 0,
 ) -> list[TaskItem]:
     """``num_values`` needles sharing one key; every value must be retrieved (RULER MV)."""
     check_int("num_values", num_values, 1)
@@ -306,6 +352,9 @@ def niah_multivalue(
         value_kind=value_kind,
         depth=depth,
         key_kind=key_kind,
+        template=template,
+        length_counts=length_counts,
+        reserve=reserve,
         num_keys=1,
         values_per_key=num_values,
         queried_keys=1,
@@ -323,6 +372,9 @@ def niah_multiquery(
     value_kind: str = "number",
     depth: float | None = None,
     key_kind: str = "word",
+    template: str = "plain",
+    length_counts: str = "context",
+    reserve: int = 0,
 ) -> list[TaskItem]:
     """``num_queries`` needles with different keys, all asked in one question (RULER MQ)."""
     check_int("num_queries", num_queries, 1)
@@ -336,6 +388,9 @@ def niah_multiquery(
         value_kind=value_kind,
         depth=depth,
         key_kind=key_kind,
+        template=template,
+        length_counts=length_counts,
+        reserve=reserve,
         num_keys=num_queries,
         values_per_key=1,
         queried_keys=num_queries,

@@ -17,17 +17,85 @@ from __future__ import annotations
 import functools
 import random
 import string
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from lc_evals import words as W
 from lc_evals.haystack import HAYSTACKS, essay_sentences, repeat_sentences
-from lc_evals.length import Insert, fit_context, fit_count, length_unit, make_measure
-from lc_evals.tasks._common import build_item, check_choice, check_int, distinct, item_rng
+from lc_evals.length import Insert
+from lc_evals.tasks._common import (
+    TEMPLATES,
+    ItemPrompt,
+    Sizer,
+    check_choice,
+    check_int,
+    distinct,
+    item_rng,
+    ruler_prompt,
+)
 from lc_evals.types import TaskItem
 
+ONE_SHOT_LENGTH: dict[str, int] = {"tokens": 500, "chars": 2000}
+"""Length of RULER's VT one-shot example (500 tokens; 2,000 characters without a
+tokenizer), capped at a quarter of the target length."""
 
-def _var_name(rng: random.Random) -> str:
-    return "".join(rng.choice(string.ascii_uppercase) for _ in range(5))
+CWE_SHOT_SWITCH = 4096
+"""Below this target length RULER's CWE example is 20 words (10 common ones 3 times,
+10 others once), from it on 40 words (10 common ones 10 times, 30 others 3 times)."""
+
+
+def _var_name(rng: random.Random, letters: int = 5) -> str:
+    return "".join(rng.choice(string.ascii_uppercase) for _ in range(letters))
+
+
+def _chains(
+    rng: random.Random, num_chains: int, num_hops: int, letters: int, exclude: Iterable[str] = ()
+) -> tuple[list[list[str]], list[str], list[Insert]]:
+    """Variable chains, their values and the assignments at sorted random depths."""
+    names = distinct(rng, lambda r: _var_name(r, letters), num_chains * (num_hops + 1))
+    values = distinct(rng, lambda r: str(r.randint(10_000, 99_999)), num_chains, exclude=exclude)
+    chains = [names[c * (num_hops + 1) : (c + 1) * (num_hops + 1)] for c in range(num_chains)]
+    statements: list[list[str]] = []
+    for chain, value in zip(chains, values):
+        lines = [f"VAR {chain[0]} = {value} ."]
+        lines += [f"VAR {chain[j]} = VAR {chain[j - 1]} ." for j in range(1, len(chain))]
+        statements.append(lines)
+    # interleave the chains, keeping each chain's own order, at sorted random depths
+    labels = [c for c in range(num_chains) for _ in range(num_hops + 1)]
+    rng.shuffle(labels)
+    depths = sorted(rng.random() for _ in labels)
+    cursor = [0] * num_chains
+    inserts = []
+    for label, d in zip(labels, depths):
+        inserts.append(Insert(statements[label][cursor[label]], d))
+        cursor[label] += 1
+    return chains, values, inserts
+
+
+def _filler(haystack: str, rng: random.Random) -> Iterator[str]:
+    return repeat_sentences() if haystack == "repeat" else essay_sentences(rng)
+
+
+def _vt_example(
+    rng: random.Random,
+    sizer: Sizer,
+    *,
+    num_chains: int,
+    num_hops: int,
+    haystack: str,
+    value: str,
+) -> str:
+    """RULER's VT one-shot example with its answer: 3-letter names, at most 10 hops, a
+    haystack of :data:`ONE_SHOT_LENGTH` (or a quarter of the target), another value."""
+    hops = min(10, num_hops)
+    chains, values, inserts = _chains(rng, num_chains, hops, 3, exclude=[value])
+    prompt = ruler_prompt("variable_tracking", query=values[0], num_v=num_hops + 1)
+    target = min(ONE_SHOT_LENGTH[sizer.unit], sizer.target // 4)
+    shot = Sizer(sizer.measure, sizer.unit, target, "prompt")
+    fitted = shot.fit(
+        _filler(haystack, rng), inserts, prompt, what="the one-shot example's assignments"
+    )
+    return prompt.render(fitted.context) + " " + " ".join(chains[0]) + "\n"
 
 
 def variable_tracking(
@@ -39,8 +107,15 @@ def variable_tracking(
     num_chains: int = 1,
     num_hops: int = 4,
     haystack: str = "repeat",
+    template: str = "plain",
+    length_counts: str = "context",
+    reserve: int = 0,
 ) -> list[TaskItem]:
     """RULER variable tracking (VT).
+
+    With ``template="ruler"`` the prompt is RULER's, led by its one-shot example (a
+    smaller item of the same kind with its answer); ``length_counts`` and ``reserve``
+    as for :func:`~lc_evals.tasks.niah.niah_single`.
 
     Examples:
         >>> item = variable_tracking(1, 2000, seed=0)[0]
@@ -50,48 +125,40 @@ def variable_tracking(
     check_int("num_chains", num_chains, 1)
     check_int("num_hops", num_hops, 1)
     check_choice("haystack", haystack, ("repeat", "essay"))
-    measure = make_measure(tokenizer)
-    unit = length_unit(tokenizer)
+    check_choice("template", template, TEMPLATES)
+    sizer = Sizer.of(tokenizer, length, length_counts=length_counts, reserve=reserve)
     task = "variable_tracking"
     items = []
     for index in range(n):
         rng = item_rng(task, seed, index)
-        names = distinct(rng, _var_name, num_chains * (num_hops + 1))
-        values = distinct(rng, lambda r: str(r.randint(10_000, 99_999)), num_chains)
-        chains = [names[c * (num_hops + 1) : (c + 1) * (num_hops + 1)] for c in range(num_chains)]
-        statements: list[list[str]] = []
-        for chain, value in zip(chains, values):
-            lines = [f"VAR {chain[0]} = {value} ."]
-            lines += [f"VAR {chain[j]} = VAR {chain[j - 1]} ." for j in range(1, len(chain))]
-            statements.append(lines)
-        # interleave the chains, keeping each chain's own order, at sorted random depths
-        labels = [c for c in range(num_chains) for _ in range(num_hops + 1)]
-        rng.shuffle(labels)
-        depths = sorted(rng.random() for _ in labels)
-        cursor = [0] * num_chains
-        inserts = []
-        for label, d in zip(labels, depths):
-            inserts.append(Insert(statements[label][cursor[label]], d))
-            cursor[label] += 1
-        filler = repeat_sentences() if haystack == "repeat" else essay_sentences(rng)
-        fitted = fit_context(
-            filler, inserts, length, measure, what="the variable assignments", unit=unit
-        )
-        question = (
-            f"Find all variables that are assigned the value {values[0]} in the text above, "
-            "directly or through other variables."
-        )
+        chains, values, inserts = _chains(rng, num_chains, num_hops, 5)
+        if template == "ruler":
+            shot = _vt_example(
+                random.Random(rng.getrandbits(64)),
+                sizer,
+                num_chains=num_chains,
+                num_hops=num_hops,
+                haystack=haystack,
+                value=values[0],
+            )
+            prompt = ruler_prompt(
+                "variable_tracking", head=shot + "\n", query=values[0], num_v=num_hops + 1
+            )
+        else:
+            prompt = ItemPrompt(
+                f"Find all variables that are assigned the value {values[0]} in the text "
+                "above, directly or through other variables."
+            )
+        fitted = sizer.fit(_filler(haystack, rng), inserts, prompt, what="the variable assignments")
         items.append(
-            build_item(
+            sizer.item(
                 task,
                 seed,
                 index,
                 context=fitted.context,
-                question=question,
+                prompt=prompt,
                 answers=chains[0],
-                target_length=length,
-                measured_length=fitted.length,
-                unit=unit,
+                measured=fitted.length,
                 value=values[0],
                 chains=chains,
                 haystack=haystack,
@@ -107,6 +174,28 @@ def _numbered(entries: list[str]) -> str:
     return " ".join(f"{i + 1}. {w}" for i, w in enumerate(entries))
 
 
+def _cwe_example(rng: random.Random, num_common: int, small: bool, exclude: set[str]) -> str:
+    """RULER's CWE one-shot example: a smaller numbered list with its answer."""
+    total, common_freq, uncommon_freq = (20, 3, 1) if small else (40, 10, 3)
+    words = W.distinct_words(rng, max(total, num_common + 1), exclude=exclude)
+    common, uncommon = words[:num_common], words[num_common:]
+    entries = common * common_freq + uncommon * uncommon_freq
+    rng.shuffle(entries)
+    prompt = _cwe_prompt("ruler", num_common)
+    return prompt.render(_numbered(entries)) + " " + _numbered(common)
+
+
+def _cwe_prompt(template: str, num_common: int, head: str = "") -> ItemPrompt:
+    if template == "ruler":
+        return ruler_prompt(
+            "common_words_extraction", head=head, replace=[(" 10 ", f" {num_common} ")]
+        )
+    return ItemPrompt(
+        f"What are the {num_common} most common words in the numbered list above? "
+        "Answer with the words only."
+    )
+
+
 def common_words(
     n: int,
     length: int,
@@ -116,18 +205,24 @@ def common_words(
     num_common: int = 10,
     common_freq: int | None = None,
     uncommon_freq: int = 3,
+    template: str = "plain",
+    length_counts: str = "context",
+    reserve: int = 0,
 ) -> list[TaskItem]:
     """RULER common-words extraction (CWE).
 
     ``common_freq=None`` picks the largest frequency <= 30 (RULER's value) whose common
-    words fill at most half of the target length.
+    words fill at most half of the room for the list (the lowest one, ``uncommon_freq +
+    1``, when none does). With ``template="ruler"`` the
+    prompt is RULER's, led by its one-shot example (see :data:`CWE_SHOT_SWITCH`);
+    ``length_counts`` and ``reserve`` as for :func:`~lc_evals.tasks.niah.niah_single`.
     """
     check_int("num_common", num_common, 1)
     check_int("uncommon_freq", uncommon_freq, 1)
     if common_freq is not None:
         check_int("common_freq", common_freq, uncommon_freq + 1)
-    measure = make_measure(tokenizer)
-    unit = length_unit(tokenizer)
+    check_choice("template", template, TEMPLATES)
+    sizer = Sizer.of(tokenizer, length, length_counts=length_counts, reserve=reserve)
     task = "common_words"
     items = []
     for index in range(n):
@@ -136,6 +231,13 @@ def common_words(
         order_seed = rng.getrandbits(64)
         pool_rng = random.Random(rng.getrandbits(64))
         pool: list[str] = []
+        head = ""
+        if template == "ruler":
+            small = length < CWE_SHOT_SWITCH
+            shot_rng = random.Random(rng.getrandbits(64))
+            head = _cwe_example(shot_rng, num_common, small, set(common)) + "\n"
+        prompt = _cwe_prompt(template, num_common, head)
+        counter = sizer.counter(prompt)
 
         def uncommon(
             k: int,
@@ -163,38 +265,29 @@ def common_words(
 
         freq = common_freq
         if freq is None:
+            frame = counter("")  # 0 when the context alone is counted
+            room = (length - frame) // 2
             candidates = [
-                f for f in range(uncommon_freq + 1, 31) if measure(build(0, f)) <= length // 2
+                f for f in range(uncommon_freq + 1, 31) if counter(build(0, f)) - frame <= room
             ]
-            if not candidates:
-                raise ValueError(
-                    f"impossible length: {num_common} common words at frequency {uncommon_freq + 1} "
-                    f"take more than half of the target length {length}"
-                )
-            freq = max(candidates)
+            # none within half: the lowest frequency, if the words fit at all (fit_count says)
+            freq = max(candidates, default=uncommon_freq + 1)
         f = freq
-        total, context, measured = fit_count(
+        total, context, measured = sizer.fit_count(
             functools.partial(build, freq=f),
-            length,
-            measure,
+            prompt,
             minimum=num_common * f,
             what="the common words",
         )
-        question = (
-            f"What are the {num_common} most common words in the numbered list above? "
-            "Answer with the words only."
-        )
         items.append(
-            build_item(
+            sizer.item(
                 task,
                 seed,
                 index,
                 context=context,
-                question=question,
+                prompt=prompt,
                 answers=common,
-                target_length=length,
-                measured_length=measured,
-                unit=unit,
+                measured=measured,
                 common_freq=f,
                 uncommon_freq=uncommon_freq,
                 num_entries=total,
@@ -220,6 +313,25 @@ def zipf_counts(total: int, vocab: int, alpha: float) -> list[int]:
     return counts
 
 
+NUMBER_NAMES: tuple[str, ...] = (
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"
+)  # fmt: skip
+
+NOISE_WORD = "..."
+"""RULER's FWE gives its most frequent coded word's place to dots, which the prompt
+says to ignore (``template="ruler"``)."""
+
+
+def _fwe_prompt(template: str, top_k: int) -> ItemPrompt:
+    if template == "ruler":
+        name = NUMBER_NAMES[top_k] if top_k < len(NUMBER_NAMES) else str(top_k)
+        return ruler_prompt("freq_words_extraction", replace=[("three", name)])
+    return ItemPrompt(
+        f"Read the coded text above and count each coded word. What are the {top_k} most "
+        "frequent coded words? Answer with the words only."
+    )
+
+
 def frequent_words(
     n: int,
     length: int,
@@ -229,16 +341,30 @@ def frequent_words(
     alpha: float = 2.0,
     vocab_size: int = 200,
     top_k: int = 3,
+    template: str = "plain",
+    length_counts: str = "context",
+    reserve: int = 0,
 ) -> list[TaskItem]:
-    """RULER frequent-words extraction (FWE) over Zipf-distributed coded words."""
+    """RULER frequent-words extraction (FWE) over Zipf-distributed coded words.
+
+    With ``template="ruler"`` the prompt is RULER's and, as in RULER, the top-ranked
+    word is :data:`NOISE_WORD` (the answer is the next ``top_k``); ``length_counts``
+    and ``reserve`` as for :func:`~lc_evals.tasks.niah.niah_single`.
+    """
     if not alpha > 0:
         raise ValueError(f"alpha must be > 0, got {alpha!r}")
     check_int("vocab_size", vocab_size, 2)
     check_int("top_k", top_k, 1)
-    if top_k >= vocab_size:
-        raise ValueError(f"top_k must be < vocab_size, got top_k={top_k}, vocab_size={vocab_size}")
-    measure = make_measure(tokenizer)
-    unit = length_unit(tokenizer)
+    check_choice("template", template, TEMPLATES)
+    skip = 1 if template == "ruler" else 0  # ranks before the answers
+    if top_k + skip >= vocab_size:
+        raise ValueError(
+            f"top_k must be < vocab_size{' - 1' if skip else ''}, got top_k={top_k}, "
+            f"vocab_size={vocab_size}"
+        )
+    sizer = Sizer.of(tokenizer, length, length_counts=length_counts, reserve=reserve)
+    prompt = _fwe_prompt(template, top_k)
+    last = skip + top_k  # rank of the first word after the answers
     task = "frequent_words"
     items = []
     for index in range(n):
@@ -246,6 +372,8 @@ def frequent_words(
         vocab = W.distinct_words(
             random.Random(rng.getrandbits(64)), vocab_size, exclude=set(W.NOUNS + W.ADJECTIVES)
         )
+        if skip:
+            vocab[0] = NOISE_WORD
         order_seed = rng.getrandbits(64)
 
         def build(total: int, vocab: list[str] = vocab, order_seed: int = order_seed) -> str:
@@ -254,44 +382,47 @@ def frequent_words(
             random.Random(order_seed + total).shuffle(entries)
             return " ".join(entries)
 
-        # smallest total at which the top_k counts are strictly above the next one
+        # smallest total at which the answers' counts are strictly above the next one
         minimum = 1
         while True:
             c = zipf_counts(minimum, vocab_size, alpha)
-            if c[top_k - 1] > c[top_k] and all(c[i] >= c[i + 1] for i in range(top_k)):
+            if c[last - 1] > c[last] and all(c[i] >= c[i + 1] for i in range(last)):
                 break
             minimum += 1
             if minimum > 100_000:
                 raise ValueError(f"alpha={alpha} is too flat to separate the top {top_k} words")
-        total, context, measured = fit_count(
-            build, length, measure, minimum=minimum, what="the smallest separable word list"
+        total, context, measured = sizer.fit_count(
+            build, prompt, minimum=minimum, what="the smallest separable word list"
         )
         counts = zipf_counts(total, vocab_size, alpha)
         if (
-            not counts[top_k - 1] > counts[top_k]
+            not counts[last - 1] > counts[last]
         ):  # pragma: no cover - guarded by minimum, counts grow with total
             raise ValueError("top words are not separable at this length")
-        question = (
-            f"Read the coded text above and count each coded word. What are the {top_k} most "
-            "frequent coded words? Answer with the words only."
-        )
         items.append(
-            build_item(
+            sizer.item(
                 task,
                 seed,
                 index,
                 context=context,
-                question=question,
-                answers=vocab[:top_k],
-                target_length=length,
-                measured_length=measured,
-                unit=unit,
+                prompt=prompt,
+                answers=vocab[skip:last],
+                measured=measured,
                 alpha=alpha,
-                counts=dict(zip(vocab[: top_k + 1], counts[: top_k + 1])),
+                counts=dict(zip(vocab[: last + 1], counts[: last + 1])),
                 num_entries=total,
             )
         )
     return items
 
 
-__all__ = ["HAYSTACKS", "common_words", "frequent_words", "variable_tracking", "zipf_counts"]
+__all__ = [
+    "CWE_SHOT_SWITCH",
+    "HAYSTACKS",
+    "NOISE_WORD",
+    "ONE_SHOT_LENGTH",
+    "common_words",
+    "frequent_words",
+    "variable_tracking",
+    "zipf_counts",
+]
