@@ -136,6 +136,8 @@ def test_cli_trains_saves_and_refuses_bad_setups(
 
     assert "pass --resume" in error(args)
     assert "run settings differ (lr" in error([*args, "--resume", "--lr", "0.5"])
+    # sharded and replicated checkpoints hold the optimizer state in different layouts
+    assert "fsdp: checkpoint False, now True" in error([*args, "--resume", "--fsdp"])
     assert "no checkpoint" in error([*args[:6], str(tmp_path / "new"), *args[7:], "--resume"])
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "w1 w2"}\n{"body": 3}\n')

@@ -10,10 +10,9 @@ the full-batch gradient of ordinary back-propagation in one process.
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -45,6 +44,7 @@ def _worker(out: Path) -> None:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
+    from conftest import end_process_group
     from lc_train.oomb import ChunkRecurrentConfig, chunk_recurrent_backward
 
     torch.set_num_threads(1)
@@ -70,29 +70,11 @@ def _worker(out: Path) -> None:
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         torch.save({"grads": grads, "refused": refused}, out / "grads.pt")
-    dist.barrier()  # no rank tears gloo down while its peer still uses the connection
-    dist.destroy_process_group()
+    end_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def test_fully_sharded_model_gets_full_batch_gradients(tmp_path: Path) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node=2",
-        "--master_addr=127.0.0.1",
-        f"--master_port={_free_port()}",
-        str(HERE),
-        str(tmp_path),
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+def test_fully_sharded_model_gets_full_batch_gradients(tmp_path: Path, torchrun: Any) -> None:
+    torchrun(str(HERE), str(tmp_path))
     saved = torch.load(tmp_path / "grads.pt")
     assert "fully_shard(model)" in saved["refused"]
     model, ids = _model_and_ids()

@@ -5,7 +5,8 @@
   of ordinary back-propagation.
 - ``lc-train oomb-finetune`` under ``torchrun`` shards the windows by rank, writes one
   log and one set of checkpoints (rank 0), ends with the weights of one process on the
-  doubled batch, and resumes.
+  doubled batch, and resumes: with DDP (weights replicated) and with ``--fsdp`` (weights,
+  gradients and optimizer state sharded with FSDP2).
 
 Run as a script under ``torchrun``, this file is the worker of the first test.
 """
@@ -13,12 +14,10 @@ Run as a script under ``torchrun``, this file is the worker of the first test.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
-import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -35,34 +34,13 @@ SMALL = dict(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _torchrun(*args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node=2",
-        "--master_addr=127.0.0.1",
-        f"--master_port={_free_port()}",
-        *args,
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done
-
-
 def _model_and_ids():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(**SMALL)).float()
-    ids = torch.randint(0, 64, (4, 24), generator=torch.Generator().manual_seed(7))
+    # 5 chunks of 8: the later chunks' key/value gradients reach the earlier ones
+    ids = torch.randint(0, 64, (4, 40), generator=torch.Generator().manual_seed(7))
     return model, ids
 
 
@@ -70,6 +48,7 @@ def _worker(out: Path) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
+    from conftest import end_process_group
     from lc_train.oomb import ChunkRecurrentConfig, chunk_recurrent_backward
 
     torch.set_num_threads(1)
@@ -82,15 +61,15 @@ def _worker(out: Path) -> None:
     if rank == 0:
         grads = {n: p.grad for n, p in model.named_parameters()}
         torch.save({"grads": grads, "loss": result.loss}, out / "grads.pt")
-    dist.barrier()
-    dist.destroy_process_group()
+    end_process_group()
 
 
-def test_ddp_wrapped_model_gets_full_batch_gradients(tmp_path: Path) -> None:
-    _torchrun(str(HERE), str(tmp_path))
+def test_ddp_wrapped_model_gets_full_batch_gradients(tmp_path: Path, torchrun: Any) -> None:
+    torchrun(str(HERE), str(tmp_path))
     got = torch.load(tmp_path / "grads.pt")
     model, ids = _model_and_ids()
     model(ids, labels=ids).loss.backward()
+    assert set(got["grads"]) == {n for n, _ in model.named_parameters()}
     for name, p in model.named_parameters():
         err = ((got["grads"][name] - p.grad).norm() / p.grad.norm()).item()
         assert err < 1e-5, f"{name}: relative error {err:.2e}"
@@ -119,41 +98,73 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
     return load_file(str(path / "final" / "model.safetensors"))
 
 
-@pytest.mark.slow  # two torchrun launches and one single-process run: 1-5 min by machine load
-def test_cli_under_torchrun_equals_one_process_on_the_doubled_batch(tmp_path: Path) -> None:
+def _log(path: Path) -> list[dict[str, float]]:
+    return [json.loads(x) for x in (path / "log.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The shared settings, and one process trained on the doubled batch (2 windows)."""
     from lc_train.cli import main
 
-    model = _model_dir(tmp_path / "model")
-    data = _corpus(tmp_path / "docs.jsonl")
+    root = tmp_path_factory.mktemp("oomb_torchrun")
+    model = _model_dir(root / "model")
+    data = _corpus(root / "docs.jsonl")
     common = [
         "oomb-finetune", "--model", str(model), "--data", str(data), "--seq-len", "24",
         "--chunk", "8", "--page", "4", "--steps", "4", "--save-every", "2", "--lr", "3e-3",
         "--device", "cpu", "--no-progress", "--keep-checkpoints", "3",
     ]  # fmt: skip
-    _torchrun("-m", "lc_train.cli", *common, "--batch", "1", "--out", str(tmp_path / "dp"))
-    assert main([*common, "--batch", "2", "--out", str(tmp_path / "one")]) == 0
+    assert main([*common, "--batch", "2", "--out", str(root / "one")]) == 0
+    return {"root": root, "common": common, "one": root / "one"}
 
-    rows = [json.loads(x) for x in (tmp_path / "dp" / "log.jsonl").read_text().splitlines()]
-    one = [json.loads(x) for x in (tmp_path / "one" / "log.jsonl").read_text().splitlines()]
+
+def _check_against_one_process(out: Path, one: Path) -> dict[str, torch.Tensor]:
+    rows, single = _log(out), _log(one)
     assert [r["step"] for r in rows] == [1, 2, 3, 4]  # one log, written by rank 0
-    for a, b in zip(rows, one, strict=True):
+    for a, b in zip(rows, single, strict=True):
         assert abs(a["loss"] - b["loss"]) < 1e-5
-    dp, single = _weights(tmp_path / "dp"), _weights(tmp_path / "one")
-    for name, value in single.items():
+        assert abs(a["grad_norm"] - b["grad_norm"]) < 1e-5 * b["grad_norm"]
+    dp, ref = _weights(out), _weights(one)
+    assert set(dp) == set(ref)
+    from safetensors.torch import load_file
+
+    start = load_file(str(one.parent / "model" / "model.safetensors"))
+    assert max((ref[n] - start[n]).abs().max().item() for n in ref) > 1e-3  # it trained
+    for name, value in ref.items():
         assert (dp[name] - value).abs().max().item() < 1e-5, name
-    meta = json.loads((tmp_path / "dp" / "checkpoints" / "step-0000004" / "meta.json").read_text())
+    meta = json.loads((out / "checkpoints" / "step-0000004" / "meta.json").read_text())
     assert meta["world_size"] == 2
     assert meta["data_position"] == 8
+    return dp
+
+
+def _interrupt_at_step_2(out: Path) -> None:
+    ckpts = out / "checkpoints"
+    shutil.rmtree(ckpts / "step-0000004")
+    shutil.rmtree(out / "final")
+    (ckpts / "latest").write_text("step-0000002")
+
+
+@pytest.mark.slow  # two torchrun launches: 30-60 s by machine load
+@pytest.mark.parametrize("mode", ["ddp", "fsdp"])
+def test_cli_under_torchrun_equals_one_process_on_the_doubled_batch(
+    run: dict[str, Any], torchrun: Any, mode: str
+) -> None:
+    out = run["root"] / mode
+    args = [*run["common"], "--batch", "1", "--out", str(out)]
+    if mode == "fsdp":
+        args.append("--fsdp")
+    torchrun("-m", "lc_train.cli", *args)
+    final = _check_against_one_process(out, run["one"])
+    meta = json.loads((out / "checkpoints" / "step-0000004" / "meta.json").read_text())
+    assert meta["config"]["fsdp"] is (mode == "fsdp")
 
     # interrupted after step 2: resume on two ranks and end with the same weights
-    ckpts = tmp_path / "dp" / "checkpoints"
-    shutil.rmtree(ckpts / "step-0000004")
-    shutil.rmtree(tmp_path / "dp" / "final")
-    (ckpts / "latest").write_text("step-0000002")
-    _torchrun("-m", "lc_train.cli", *common, "--batch", "1", "--out", str(tmp_path / "dp"),
-              "--resume")  # fmt: skip
-    resumed = _weights(tmp_path / "dp")
-    for name, value in dp.items():
+    _interrupt_at_step_2(out)
+    torchrun("-m", "lc_train.cli", *args, "--resume")
+    resumed = _weights(out)
+    for name, value in final.items():
         assert (resumed[name] - value).abs().max().item() < 1e-6, name
 
 

@@ -14,10 +14,9 @@ depend on the distance.
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -56,26 +55,9 @@ def _train(out: Path, per_device_batch: int) -> dict[str, torch.Tensor]:
     return {k: after[k] - before[k] for k in after}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def test_two_gloo_processes_match_one_process_full_batch(tmp_path: Path) -> None:
+def test_two_gloo_processes_match_one_process_full_batch(tmp_path: Path, torchrun: Any) -> None:
     pytest.importorskip("trl")
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node=2",
-        "--master_addr=127.0.0.1",
-        f"--master_port={_free_port()}",
-        str(HERE),
-        str(tmp_path / "ddp"),
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    torchrun(str(HERE), str(tmp_path / "ddp"))
     ddp = torch.load(tmp_path / "ddp" / "delta.pt")
     single = _train(tmp_path / "single", per_device_batch=4)
     assert set(ddp) == set(single)
@@ -92,13 +74,11 @@ def test_two_gloo_processes_match_one_process_full_batch(tmp_path: Path) -> None
 if __name__ == "__main__":
     import torch.distributed as dist
 
+    from conftest import end_process_group
+
     out = Path(sys.argv[1])
     delta = _train(out, per_device_batch=2)
     if dist.is_initialized() and dist.get_rank() == 0:
         out.mkdir(parents=True, exist_ok=True)
         torch.save(delta, out / "delta.pt")
-    if dist.is_initialized():
-        # shut gloo down before the interpreter exits; a rank that exits with gloo's
-        # threads still alive can abort ("terminate called without an active exception")
-        dist.barrier()
-        dist.destroy_process_group()
+    end_process_group()

@@ -53,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     ft.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ft.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    ft.add_argument(
+        "--fsdp",
+        action="store_true",
+        help="under torchrun: shard weights, gradients and optimizer state (FSDP2) "
+        "instead of replicating them (DDP)",
+    )
     ft.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
     ft.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
@@ -88,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             loss_chunk=args.loss_chunk or None,
             dtype=args.dtype,
             device=args.device,
+            fsdp=args.fsdp,
             resume=args.resume,
         )
         result = finetune(config, progress=not args.no_progress)

@@ -59,6 +59,7 @@ _RUN_FIELDS = (
     "lora_alpha",
     "page_budget",
     "dtype",
+    "fsdp",
 )
 
 
@@ -97,6 +98,10 @@ class FinetuneConfig:
             ``ChunkRecurrentConfig.loss_chunk_size``); ``None`` for the whole chunk.
         dtype: ``float32``, ``bfloat16`` or ``float16`` weights.
         device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
+        fsdp: under ``torchrun`` with two or more ranks, shard the weights, gradients
+            and optimizer state with FSDP2 (``fully_shard`` on every decoder layer, then
+            on the model) instead of replicating them with DDP; checkpoints and the
+            final model hold the full (gathered) tensors. One process trains unsharded.
         resume: continue from the latest checkpoint in ``out``.
         keep_checkpoints: how many recent checkpoints to keep.
     """
@@ -123,6 +128,7 @@ class FinetuneConfig:
     loss_chunk: int | None = 512
     dtype: str = "float32"
     device: str = "auto"
+    fsdp: bool = False
     resume: bool = False
     keep_checkpoints: int = 2
 
@@ -338,13 +344,15 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 def _save_checkpoint(
     out: Path,
     step: int,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
+    weights: dict[str, torch.Tensor],
+    optimizer_state: dict[str, Any],
     scheduler: Any,
     config: FinetuneConfig,
     position: int,
     world_size: int = 1,
 ) -> Path:
+    """Write a checkpoint of the trained ``weights`` (full tensors) and the
+    ``optimizer_state`` atomically (a temporary directory renamed into place)."""
     from safetensors.torch import save_file
 
     root = out / "checkpoints"
@@ -353,11 +361,12 @@ def _save_checkpoint(
     tmp = root / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    weights = {n: t.contiguous().clone() for n, t in trainable_state(model).items()}
-    save_file(weights, str(tmp / "weights.safetensors"))
+    save_file(
+        {n: t.contiguous().clone() for n, t in weights.items()}, str(tmp / "weights.safetensors")
+    )
     torch.save(
         {
-            "optimizer": optimizer.state_dict(),
+            "optimizer": optimizer_state,
             "scheduler": scheduler.state_dict(),
             "rng": _rng_state(),
         },
@@ -397,15 +406,18 @@ def _load_checkpoint(
     scheduler: Any,
     config: FinetuneConfig,
     world_size: int = 1,
+    sharded: bool = False,
 ) -> tuple[int, int]:
     from safetensors.torch import load_file
 
     meta = json.loads((path / "meta.json").read_text())
     saved = meta["config"]
+    # a field a checkpoint of an older version lacks had its default value then
     diff = [
-        f"{k}: checkpoint {saved.get(k)!r}, now {getattr(config, k)!r}"
+        f"{k}: checkpoint {saved.get(k, getattr(FinetuneConfig, k, None))!r}, "
+        f"now {getattr(config, k)!r}"
         for k in _RUN_FIELDS
-        if saved.get(k) != getattr(config, k)
+        if saved.get(k, getattr(FinetuneConfig, k, None)) != getattr(config, k)
     ]
     saved_world = int(meta.get("world_size", 1))
     if saved_world != world_size:  # the global batch is batch * world_size
@@ -419,11 +431,22 @@ def _load_checkpoint(
     missing = set(trainable_state(model)) - set(weights)
     if missing:
         raise FinetuneError(f"checkpoint {path} lacks trained parameters: {sorted(missing)[:5]}")
-    with torch.no_grad():
-        for name, value in weights.items():
-            params[name].copy_(value)
     state = torch.load(path / "state.pt", weights_only=False)
-    optimizer.load_state_dict(state["optimizer"])
+    if sharded:  # every rank reads the full tensors and keeps its shards
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_model_state_dict,
+            set_optimizer_state_dict,
+        )
+
+        options = StateDictOptions(full_state_dict=True, strict=False)
+        set_model_state_dict(model, weights, options=options)  # type: ignore[arg-type]
+        set_optimizer_state_dict(model, optimizer, state["optimizer"], options=options)
+    else:
+        with torch.no_grad():
+            for name, value in weights.items():
+                params[name].copy_(value)
+        optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     _set_rng_state(state["rng"])
     return int(meta["step"]), int(meta["data_position"])
@@ -557,6 +580,7 @@ def _run(
     )
     if device.type == "cuda" and distributed:
         device = torch.device("cuda", torch.cuda.current_device())
+    sharded = config.fsdp and distributed
     if model is None:
         model, tokenizer = load_model_and_tokenizer(config.model, dtype)
     try:  # e.g. a local directory of an unsupported family
@@ -571,20 +595,23 @@ def _run(
         model.requires_grad_(True)
     model.to(device)
     model.train()
+    if sharded:  # before the optimizer, which then holds the shards
+        _fully_shard(model, device, world)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config))
     step, position = 0, 0
     if previous is not None:
         step, position = _load_checkpoint(
-            previous, model, optimizer, scheduler, config, world_size=world
+            previous, model, optimizer, scheduler, config, world_size=world, sharded=sharded
         )
     # DDP broadcasts rank 0's weights; chunk_recurrent_backward averages the gradients
+    # (FSDP: every rank built the same weights; their gradients are reduce-scattered)
     trained = (
         DistributedDataParallel(
             model, device_ids=[device.index] if device.index is not None else None
         )
-        if distributed
+        if distributed and not sharded
         else model
     )
     lead = rank == 0
@@ -611,6 +638,8 @@ def _run(
                 if config.grad_clip
                 else torch.tensor(float("nan"))
             )
+            if hasattr(norm, "full_tensor"):  # FSDP: a DTensor of the global norm
+                norm = norm.full_tensor()
             lr = optimizer.param_groups[0]["lr"]
             optimizer.step()
             scheduler.step()
@@ -635,9 +664,11 @@ def _run(
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}")
             if step % config.save_every == 0 or step == config.steps:
+                # gathering FSDP shards is collective: every rank takes part
+                weights, optimizer_state = _full_states(model, optimizer, sharded)
                 if lead:
                     last_ckpt = _save_checkpoint(
-                        out, step, model, optimizer, scheduler, config, position, world
+                        out, step, weights, optimizer_state, scheduler, config, position, world
                     )
                 else:
                     last_ckpt = out / "checkpoints" / f"step-{step:07d}"
@@ -645,24 +676,79 @@ def _run(
         if log is not None:
             log.close()
     bar.close()
-    if step == config.steps and lead:
-        _save_final(out / "final", model, tokenizer, config)
+    if step == config.steps:
+        full = _full_model_state(model) if sharded else None
+        if lead:
+            _save_final(out / "final", model, tokenizer, config, full)
     return FinetuneResult(step, losses, last_ckpt, model)
 
 
-def _save_final(path: Path, model: Any, tokenizer: Any, config: FinetuneConfig) -> None:
+def _fully_shard(model: Any, device: torch.device, world: int) -> None:
+    """FSDP2 over all ranks: every decoder layer is one unit, the model the root (which
+    holds the embedding, final norm and LM head)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh(device.type, (world,))
+    layers = getattr(model.get_decoder(), "layers", None)
+    if layers is None:
+        raise FinetuneError(
+            f"--fsdp: {type(model).__name__} has no decoder layers at get_decoder().layers"
+        )
+    for layer in layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+
+
+def _full_model_state(model: Any) -> dict[str, torch.Tensor]:
+    """The full state dict of an FSDP model on rank 0 (empty elsewhere); collective."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_model_state_dict(model, options=options)  # type: ignore[return-value]
+
+
+def _full_states(
+    model: Any, optimizer: torch.optim.Optimizer, sharded: bool
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Trained weights and optimizer state as full tensors (FSDP: gathered to rank 0,
+    a collective call; the other ranks get empty dicts)."""
+    if not sharded:
+        return trainable_state(model), optimizer.state_dict()
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_optimizer_state_dict,
+    )
+
+    names = {n for n, p in model.named_parameters() if p.requires_grad}
+    full = _full_model_state(model)
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    optimizer_state = get_optimizer_state_dict(model, optimizer, options=options)
+    return {n: t for n, t in full.items() if n in names}, optimizer_state
+
+
+def _save_final(
+    path: Path,
+    model: Any,
+    tokenizer: Any,
+    config: FinetuneConfig,
+    full: dict[str, torch.Tensor] | None = None,
+) -> None:
     """The trained model: ``save_pretrained`` for full fine-tuning, the adapters (as a
-    safetensors file of LoRA parameters) for LoRA."""
+    safetensors file of LoRA parameters) for LoRA. ``full``: the gathered state dict
+    of an FSDP model."""
     path.mkdir(parents=True, exist_ok=True)
     if config.lora_rank:
         from safetensors.torch import save_file
 
+        names = trainable_state(model)
+        weights = names if full is None else {n: full[n] for n in names}
         save_file(
-            {n: t.contiguous().clone() for n, t in trainable_state(model).items()},
+            {n: t.contiguous().clone() for n, t in weights.items()},
             str(path / "adapter.safetensors"),
         )
     else:
-        model.save_pretrained(path)
+        model.save_pretrained(path, state_dict=full)
     if tokenizer is not None:
         tokenizer.save_pretrained(path)
 
