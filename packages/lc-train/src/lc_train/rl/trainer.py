@@ -14,6 +14,14 @@ One optimizer step:
 The same packing and micro-batching serves supervised fine-tuning on oracle turns
 (:func:`sft_step`: token-level cross-entropy on completion tokens).
 
+Data parallelism (``torchrun``): wrap the model in ``DistributedDataParallel`` and give
+each rank its own turns (e.g. its own groups of episodes). Both steps then take the
+token-level mean over the completion tokens of ALL ranks (the token count is
+all-reduced), synchronise the gradients once per step (``no_sync`` for the other
+micro-batches) and report global statistics, so every rank takes the step one process
+would take on the union of the turns. :func:`save_checkpoint` writes from rank 0 only,
+with the unwrapped parameter names.
+
 Example:
     >>> batch = build_turn_batch(groups)  # doctest: +SKIP
     >>> if batch is not None:  # doctest: +SKIP
@@ -26,7 +34,7 @@ import math
 import os
 import pathlib
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,18 +176,67 @@ def completion_logps(
     return logp.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
 
 
-def _micro_batches(n: int, size: int) -> Iterator[slice]:
-    if size < 1:
-        raise ValueError(f"micro_batch must be >= 1, got {size}")
-    for start in range(0, n, size):
-        yield slice(start, min(n, start + size))
+def _ddp(model: Any) -> tuple[Any, Any]:
+    """``(inner module, process group)`` of a ``DistributedDataParallel`` model;
+    ``(model, None)`` for any other model."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    if isinstance(model, DistributedDataParallel):
+        return model.module, model.process_group
+    return model, None
 
 
-def _total_tokens(turns: Sequence[Turn]) -> int:
-    total = sum(len(t.completion_ids) for t in turns)
-    if total == 0:
-        raise ValueError("the turns hold no completion tokens")
-    return total
+def _global_counts(
+    turns: Sequence[Turn], group: Any, device: torch.device, error: str | None = None
+) -> tuple[int, int]:
+    """``(completion tokens, world size)`` over the ranks of ``group`` (``None``: this
+    process). A bad input on any rank (``error``, or no completion tokens) raises on
+    every rank, so none is left waiting in a collective."""
+    local = sum(len(t.completion_ids) for t in turns)
+    if group is None:
+        if error is not None:
+            raise ValueError(error)
+        if local == 0:
+            raise ValueError("the turns hold no completion tokens (or there are no turns)")
+        return local, 1
+    import torch.distributed as dist
+
+    flags = [local, int(local == 0), int(error is not None)]
+    counts = torch.tensor(flags, dtype=torch.float64, device=device)
+    dist.all_reduce(counts, group=group)
+    if error is not None:
+        raise ValueError(error)
+    if counts[2] > 0:
+        raise ValueError(f"{int(counts[2])} other rank(s) got invalid input for this step")
+    if counts[1] > 0:
+        raise ValueError(
+            f"{int(counts[1])} rank(s) hold no completion tokens; under "
+            "DistributedDataParallel every rank needs turns with completion tokens"
+        )
+    return int(counts[0]), dist.get_world_size(group)
+
+
+def _sum_over_ranks(values: list[float], group: Any, device: torch.device) -> list[float]:
+    if group is None:
+        return values
+    import torch.distributed as dist
+
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t, group=group)
+    return t.tolist()
+
+
+def _sync_context(model: Any, group: Any, last: bool) -> Any:
+    """DDP all-reduces the gradients on the last micro-batch's backward only."""
+    import contextlib
+
+    return model.no_sync() if group is not None and not last else contextlib.nullcontext()
+
+
+def _micro_batches(n: int, size: int) -> list[slice]:
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"micro_batch must be an int >= 1, got {size!r}")
+    return [slice(start, min(n, start + size)) for start in range(0, n, size)]
 
 
 def dapo_step(
@@ -202,7 +259,9 @@ def dapo_step(
     every completion token of ``turns``.
 
     Args:
-        model: the policy (trainable parameters require grad).
+        model: the policy (trainable parameters require grad), or the policy wrapped in
+            ``DistributedDataParallel``: then ``turns`` are this rank's and the loss,
+            gradients and statistics are those of the union of all ranks' turns.
         optimizer: stepped once at the end (``None``: only accumulate gradients).
         turns: the turns of the step.
         advantages: ``[len(turns)]`` advantage of each turn.
@@ -216,32 +275,43 @@ def dapo_step(
         ``loss`` (token-level mean), ``clip_frac`` (fraction of tokens where the clip is
         active: ratio below ``1 - eps_low`` with a negative advantage or above
         ``1 + eps_high`` with a positive one, as TRL's ``clip_ratio/region_mean``),
-        ``tokens`` and ``grad_norm``.
+        ``tokens`` and ``grad_norm`` (over all ranks under DDP).
+
+    Raises:
+        ValueError: ``advantages`` of the wrong shape, or no completion tokens (on any
+            rank under DDP: every rank raises).
     """
+    slices = _micro_batches(len(turns), micro_batch)
+    inner, group = _ddp(model)
+    device = next(inner.parameters()).device
+    error = None
     if advantages.shape != (len(turns),):
-        raise ValueError(f"advantages must be [{len(turns)}], got {tuple(advantages.shape)}")
-    total = _total_tokens(turns)
+        error = f"advantages must be [{len(turns)}], got {tuple(advantages.shape)}"
+    total, world = _global_counts(turns, group, device, error)
+    # DDP averages the ranks' gradients: scale so the mean is the sum over all tokens
+    scale = world / total
     model.train()
     loss_sum, clipped, grad_norm = 0.0, 0.0, 0.0
-    for sl in _micro_batches(len(turns), micro_batch):
+    for k, sl in enumerate(slices):
         chunk = list(turns[sl])
         ids, attn, target, old = pack_turns(chunk, pad_id)
-        device = next(model.parameters()).device
         ids, attn, target, old = ids.to(device), attn.to(device), target.to(device), old.to(device)
-        logp = completion_logps(model, ids, attn, temperature)
-        has_old = torch.tensor([t.logps is not None for t in chunk], device=device)[:, None]
-        old = torch.where(has_old, old, logp.detach())
-        adv = advantages[sl].to(device, torch.float32)[:, None].expand_as(logp)
-        per_token = clipped_token_objective(logp, old, adv, config.eps_low, config.eps_high)
-        loss = (per_token * target).sum() / total
-        if loss.requires_grad:
-            loss.backward()
-        loss_sum += float(loss.detach())
+        with _sync_context(model, group, last=k == len(slices) - 1):
+            logp = completion_logps(model, ids, attn, temperature)
+            has_old = torch.tensor([t.logps is not None for t in chunk], device=device)[:, None]
+            old = torch.where(has_old, old, logp.detach())
+            adv = advantages[sl].to(device, torch.float32)[:, None].expand_as(logp)
+            per_token = clipped_token_objective(logp, old, adv, config.eps_low, config.eps_high)
+            loss = (per_token * target).sum() * scale
+            if loss.requires_grad:
+                loss.backward()
+        loss_sum += float(loss.detach()) / world
         ratio = torch.exp(logp.detach() - old)
         # the clipped term is the active one (TRL's clip_ratio/region_mean)
         low = (ratio < 1 - config.eps_low) & (adv < 0)
         high = (ratio > 1 + config.eps_high) & (adv > 0)
         clipped += float(((low | high) & target).sum())
+    loss_sum, clipped = _sum_over_ranks([loss_sum, clipped], group, device)
     if optimizer is not None:
         params = [p for p in model.parameters() if p.requires_grad]
         if max_grad_norm is not None:
@@ -267,21 +337,33 @@ def sft_step(
 ) -> dict[str, float]:
     """One supervised step: token-level mean cross-entropy of the turns' completions.
 
+    ``model`` may be wrapped in ``DistributedDataParallel``: ``turns`` are then this
+    rank's, and the loss, gradients and statistics those of all ranks' turns together
+    (see :func:`dapo_step`).
+
     Returns:
         ``loss`` (mean negative log-likelihood per completion token), ``tokens``,
         ``grad_norm``.
+
+    Raises:
+        ValueError: no completion tokens (on any rank under DDP: every rank raises).
     """
-    total = _total_tokens(turns)
+    slices = _micro_batches(len(turns), micro_batch)  # validated before any collective
+    inner, group = _ddp(model)
+    device = next(inner.parameters()).device
+    total, world = _global_counts(turns, group, device)
+    scale = world / total
     model.train()
     loss_sum, grad_norm = 0.0, 0.0
-    for sl in _micro_batches(len(turns), micro_batch):
+    for k, sl in enumerate(slices):
         ids, attn, target, _ = pack_turns(list(turns[sl]), pad_id)
-        device = next(model.parameters()).device
         ids, attn, target = ids.to(device), attn.to(device), target.to(device)
-        logp = completion_logps(model, ids, attn)
-        loss = -(logp * target).sum() / total
-        loss.backward()
-        loss_sum += float(loss.detach())
+        with _sync_context(model, group, last=k == len(slices) - 1):
+            logp = completion_logps(model, ids, attn)
+            loss = -(logp * target).sum() * scale
+            loss.backward()
+        loss_sum += float(loss.detach()) / world
+    (loss_sum,) = _sum_over_ranks([loss_sum], group, device)
     if optimizer is not None:
         params = [p for p in model.parameters() if p.requires_grad]
         if max_grad_norm is not None:
@@ -292,8 +374,10 @@ def sft_step(
 
 
 def trainable_state(model: Any) -> dict[str, torch.Tensor]:
-    """The parameters that require grad (e.g. the LoRA weights), by name, detached on CPU."""
-    return {n: p.detach().cpu().clone() for n, p in model.named_parameters() if p.requires_grad}
+    """The parameters that require grad (e.g. the LoRA weights), by name, detached on CPU
+    (a ``DistributedDataParallel`` model: by the names inside the wrapper)."""
+    inner, _ = _ddp(model)
+    return {n: p.detach().cpu().clone() for n, p in inner.named_parameters() if p.requires_grad}
 
 
 def save_checkpoint(
@@ -307,8 +391,14 @@ def save_checkpoint(
     """Write trainable weights, optimizer state, step and ``extra`` to ``path`` atomically.
 
     The file is written to a temporary name in the same directory and renamed, so an
-    interrupted save never leaves a half-written checkpoint.
+    interrupted save never leaves a half-written checkpoint. Under ``torch.distributed``
+    only rank 0 writes (the ranks hold the same weights after a DDP step); call it on
+    every rank.
     """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_rank() != 0:
+        return
     target = pathlib.Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     payload = {
@@ -336,7 +426,8 @@ def load_checkpoint(
         ValueError: the checkpoint's trainable parameter names differ from the model's.
     """
     payload = torch.load(path, map_location="cpu", weights_only=False)
-    named = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    inner, _ = _ddp(model)
+    named = {n: p for n, p in inner.named_parameters() if p.requires_grad}
     saved = payload["trainable"]
     if set(saved) != set(named):
         missing, unexpected = sorted(set(named) - set(saved)), sorted(set(saved) - set(named))
