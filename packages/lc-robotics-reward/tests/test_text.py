@@ -1,11 +1,22 @@
-"""Every text embedder satisfies ``TextEmbedder``, the shape of lc-agents' ``Embedder``."""
+"""Every text embedder satisfies ``TextEmbedder``, the shape of lc-agents' ``Embedder``.
+
+This package may not import lc-agents, so the contract is pinned by hand: the protocol's
+method has ``DOCUMENTED_SIGNATURE``, word for word the one lc-agents' tests pin for
+``lc_agents.retrieval.Embedder``, and ``SARMProcessor`` accepts any object with exactly
+that shape (as every lc-agents embedder has). The integration tests check both packages
+together.
+"""
 
 from __future__ import annotations
 
+import doctest
+import inspect
 import typing
+import warnings
 
 import numpy as np
 import pytest
+import torch
 
 import lc_robotics_reward.text as text
 from lc_robotics_reward.text import (
@@ -16,6 +27,9 @@ from lc_robotics_reward.text import (
 )
 
 TINY = ["put the red block in the bin", "", "push the puck"]
+
+# lc_agents.retrieval.Embedder.embed_texts, as documented (and pinned in lc-agents' tests)
+DOCUMENTED_SIGNATURE = "(self, texts: 'list[str]') -> 'np.ndarray'"
 
 
 def _check(embedder: object) -> np.ndarray:
@@ -98,3 +112,75 @@ def test_the_processor_takes_the_protocol_and_plain_callables(embedder) -> None:
     expect = (embedder.embed_texts if hasattr(embedder, "embed_texts") else embedder)(["do it"])
     np.testing.assert_array_equal(proc.text_table[0].numpy(), expect[0])
     assert isinstance(embedder, TextEmbedder) == hasattr(embedder, "embed_texts")
+
+
+def test_the_protocol_has_the_documented_signature() -> None:
+    assert str(inspect.signature(TextEmbedder.embed_texts)) == DOCUMENTED_SIGNATURE
+    assert typing.get_type_hints(TextEmbedder) == {"name": str, "dim": int}
+
+
+@pytest.mark.parametrize("cls", [HashingTextEmbedder, MiniLMTextEmbedder])
+def test_every_embedder_class_takes_the_documented_arguments(cls: type) -> None:
+    params = list(inspect.signature(cls.embed_texts).parameters.values())
+    assert [p.name for p in params] == ["self", "texts"]
+    assert all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params)
+
+
+def _processor(embedder, text_dim: int = 8):
+    from lc_robotics_reward import SARMConfig, SARMProcessor
+    from lc_robotics_reward.dataset import Episode, RobotDataset
+    from lc_robotics_reward.labels import SubtaskSpan
+
+    frames = {
+        "observation.image": np.zeros((12, 12, 12, 3), np.uint8),
+        "observation.state": np.zeros((12, 3), np.float32),
+    }
+    spans = [SubtaskSpan("a", 0, 4), SubtaskSpan("b", 4, 8), SubtaskSpan("c", 8, 12)]
+    ds = RobotDataset([Episode(0, "do it", frames, spans)], 10, {"do it": ["a", "b", "c"]})
+    cfg = SARMConfig(num_stages=3, image_size=12, text_dim=text_dim, frame_dim=8,
+                     hidden_dim=16, num_heads=2, num_layers=1, num_frames=5, frame_gap=2,
+                     max_rewind=2)  # fmt: skip
+    return SARMProcessor(ds, "do it", cfg, embedder)
+
+
+def test_the_documented_shape_needs_no_deprecated_path() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        proc = _processor(_EmbedTextsOnly())
+        HashingTextEmbedder(8).embed_texts(["x"])
+    assert proc.text_table.dtype == torch.float32
+
+
+def test_calling_an_embedder_is_deprecated() -> None:
+    emb = HashingTextEmbedder(16)
+    with pytest.deprecated_call(match="call embed_texts"):
+        v = emb(["push the puck"])
+    np.testing.assert_array_equal(v, emb.embed_texts(["push the puck"]))
+
+
+def test_a_plain_callable_is_deprecated() -> None:
+    with pytest.deprecated_call(match="_CallableOnly has no embed_texts"):
+        proc = _processor(_CallableOnly())
+    np.testing.assert_array_equal(proc.text_table[0].numpy(), np.full(8, -(8**-0.5), np.float32))
+
+
+class _WrongRows:
+    name, dim = "wrong-rows", 8
+
+    def embed_texts(self, texts):
+        return np.zeros((len(texts) + 1, 8), np.float32)
+
+
+def test_bad_embedders_are_refused_at_the_boundary() -> None:
+    with pytest.raises(TypeError, match="not a TextEmbedder"):
+        _processor(object())
+    with pytest.raises(ValueError, match=r"expected \[\d+, dim\]"):
+        _processor(_WrongRows())
+    with pytest.raises(ValueError, match="text_dim=16"):
+        _processor(_EmbedTextsOnly(), text_dim=16)
+
+
+def test_module_example_runs() -> None:
+    result = doctest.testmod(text)
+    assert result.attempted > 0
+    assert result.failed == 0

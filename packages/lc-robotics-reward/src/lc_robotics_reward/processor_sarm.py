@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -30,7 +29,7 @@ from lc_robotics_reward.dataset import Episode, RobotDataset
 from lc_robotics_reward.errors import AnnotationError
 from lc_robotics_reward.labels import derive_labels
 from lc_robotics_reward.modeling_sarm import SARMModel
-from lc_robotics_reward.text import TextEmbedder
+from lc_robotics_reward.text import TextEmbedder, _embed_texts
 
 IMAGE_KEY = "observation.image"
 STATE_KEY = "observation.state"
@@ -99,7 +98,8 @@ class SARMProcessor:
         task: which task's episodes to use (its subtasks are the stages).
         config: the model config (window size, augmentations).
         embedder: a :class:`~lc_robotics_reward.TextEmbedder` (``embed_texts``; any
-            lc-agents ``Embedder`` fits too) for the task and the perturbation texts.
+            lc-agents ``Embedder`` fits too) for the task and the perturbation texts; a
+            plain callable is deprecated.
         alpha: temporal proportions; default: computed from ``dataset``.
         distractors: texts for language perturbation (other tasks in the dataset are
             added to them).
@@ -109,7 +109,9 @@ class SARMProcessor:
 
     Raises:
         AnnotationError: unknown task, or annotations that do not tile an episode.
-        ValueError: an episode shorter than the frame window (named in the message).
+        ValueError: an episode shorter than the frame window (named in the message), or
+            text vectors whose shape is not ``[n, config.text_dim]``.
+        TypeError: ``embedder`` has no ``embed_texts`` and is not callable.
     """
 
     def __init__(
@@ -138,9 +140,7 @@ class SARMProcessor:
         self.alpha = dataset.temporal_proportions(task) if alpha is None else np.asarray(alpha)
         others = [t for t in dataset.tasks if t != task] + [d for d in distractors if d != task]
         texts = [task, *dict.fromkeys(others)]
-        # a plain callable with ``dim`` (the former TextEmbedder shape) is still accepted
-        embed: Any = getattr(embedder, "embed_texts", None) or embedder
-        self.text_table = torch.from_numpy(np.asarray(embed(texts), dtype=np.float32))
+        self.text_table = torch.from_numpy(_embed_texts(embedder, texts))
         if self.text_table.shape[1] != config.text_dim:
             raise ValueError(
                 f"text embedder gives {self.text_table.shape[1]}-d vectors; "

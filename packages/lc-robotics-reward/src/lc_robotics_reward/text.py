@@ -8,11 +8,13 @@ signed bag of hashed words and word pairs: deterministic and free, but it only s
 lexical overlap (two paraphrases with different words get unrelated vectors), so use it
 only with a fixed set of task texts, as in the benchmarks here.
 
-Both satisfy :class:`TextEmbedder`, which has the shape of lc-agents' ``Embedder``
-protocol (``name``, ``dim``, ``embed_texts(texts) -> float32 [n, dim]``), so an
-lc-agents embedder can be handed to :class:`~lc_robotics_reward.SARMProcessor` and these
-can fill an lc-agents vector store. Calling an embedder (``emb(texts)``) is an alias of
-``embed_texts``.
+Both satisfy :class:`TextEmbedder`, whose contract is lc-agents' ``Embedder`` protocol
+member for member (``name: str``, ``dim: int``, ``embed_texts(self, texts: list[str]) ->
+np.ndarray``, float32 ``[len(texts), dim]`` with unit L2 rows), so one embedder object
+serves both packages: an lc-agents embedder can be handed to
+:class:`~lc_robotics_reward.SARMProcessor` and these can fill an lc-agents vector store.
+Calling an embedder (``emb(texts)``), the former API, still works with a
+``DeprecationWarning`` until lc-robotics-reward 0.7.
 
 Example:
     >>> emb = HashingTextEmbedder(dim=16)
@@ -26,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import warnings
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -35,16 +38,23 @@ MINILM_DIM = 384
 
 
 # lc-robotics-reward stands alone (DESIGN.md: torch / numpy only, no lc-* imports), so it
-# cannot import lc_agents.retrieval.Embedder. This protocol repeats that one's shape
-# member for member instead (lc-agents' test suite checks our embedders against it).
+# cannot import lc_agents.retrieval.Embedder. This protocol states that one's contract
+# member for member instead; each package's tests pin its protocol to the same
+# documented signature, and the integration tests check the two against each other.
 @runtime_checkable
 class TextEmbedder(Protocol):
     """Maps texts to vectors: ``embed_texts(texts) -> float32 [len(texts), dim]``.
 
-    ``name`` identifies the embedding space, ``dim`` is the vector width; rows have unit
-    L2 norm (a text with no words may give a zero row). The shape of lc-agents'
-    ``Embedder`` protocol. A plain callable ``texts -> [n, dim]`` with a ``dim``
-    attribute (this protocol's former shape) is still accepted by ``SARMProcessor``.
+    The contract, shared member for member with lc-agents' ``Embedder``:
+
+    * ``name: str`` identifies the embedding space;
+    * ``dim: int`` is the vector width;
+    * ``embed_texts(self, texts: list[str]) -> np.ndarray`` returns float32
+      ``[len(texts), dim]`` (``[0, dim]`` for no texts) whose rows have unit L2 norm; a
+      text with nothing to embed may give a zero row.
+
+    ``SARMProcessor`` still accepts a plain callable ``texts -> [n, dim]`` (this
+    protocol's former shape) with a ``DeprecationWarning`` until lc-robotics-reward 0.7.
     """
 
     name: str
@@ -84,7 +94,8 @@ class HashingTextEmbedder:
         return torch.nn.functional.normalize(torch.from_numpy(out), dim=1).numpy()
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        """Alias of :meth:`embed_texts`."""
+        """Deprecated alias of :meth:`embed_texts` (removed in lc-robotics-reward 0.7)."""
+        _warn_call(type(self).__name__)
         return self.embed_texts(texts)
 
 
@@ -117,8 +128,51 @@ class MiniLMTextEmbedder:
         return np.asarray(vecs, dtype=np.float32)
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        """Alias of :meth:`embed_texts`."""
+        """Deprecated alias of :meth:`embed_texts` (removed in lc-robotics-reward 0.7)."""
+        _warn_call(type(self).__name__)
         return self.embed_texts(texts)
+
+
+def _embed_texts(embedder: TextEmbedder, texts: list[str]) -> np.ndarray:
+    """``embedder.embed_texts(texts)`` as float32 ``[len(texts), dim]``, checked.
+
+    A plain callable ``texts -> [n, dim]`` (the former ``TextEmbedder`` shape) is still
+    called, with a ``DeprecationWarning``.
+
+    Raises:
+        TypeError: the embedder has no ``embed_texts`` and is not callable.
+        ValueError: the result is not ``[len(texts), dim]``.
+    """
+    embed = getattr(embedder, "embed_texts", None)
+    if embed is None:
+        if not callable(embedder):
+            raise TypeError(
+                f"{type(embedder).__name__} is not a TextEmbedder: it has no "
+                "embed_texts(texts) method"
+            )
+        warnings.warn(
+            f"{type(embedder).__name__} has no embed_texts(texts): plain callables as "
+            "text embedders are deprecated and will not be accepted from "
+            "lc-robotics-reward 0.7; implement TextEmbedder (name, dim, embed_texts)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        embed = embedder
+    out = np.asarray(embed(texts), dtype=np.float32)
+    if out.ndim != 2 or out.shape[0] != len(texts):
+        raise ValueError(
+            f"text embedder returned shape {tuple(out.shape)}; expected [{len(texts)}, dim]"
+        )
+    return out
+
+
+def _warn_call(cls: str) -> None:
+    warnings.warn(
+        f"calling a {cls} is deprecated and will be removed in lc-robotics-reward 0.7; "
+        "call embed_texts(texts) (the TextEmbedder protocol's method)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def minilm_path() -> str | None:
