@@ -23,10 +23,10 @@ from lc_agents.ace import (
     Delta,
     Feedback,
     Generation,
-    MiniLMEmbedder,
     PlaybookStore,
     RewriteMemory,
 )
+from lc_agents.retrieval import MiniLMEmbedder
 
 NAMES = [
     "Amber", "Cobalt", "Crimson", "Delta", "Ember", "Falcon", "Garnet", "Harbor", "Indigo", "Jasper",

@@ -8,15 +8,9 @@ import os
 import numpy as np
 import pytest
 
-from lc_agents.ace import (
-    Delta,
-    MiniLMEmbedder,
-    PlaybookStore,
-    deduplicate,
-    find_duplicates,
-    minilm_model_dir,
-)
+from lc_agents.ace import Delta, PlaybookStore, deduplicate, find_duplicates
 from lc_agents.errors import ModelLoadError
+from lc_agents.retrieval import MiniLMEmbedder, minilm_model_dir
 
 PARAPHRASES = [
     ("Always give dates in ISO format.", "Always answer dates in ISO format."),

@@ -2,16 +2,22 @@
 
 Every embedder class in lc-agents (found by reading the source, so a new one cannot be
 forgotten) satisfies :class:`lc_agents.retrieval.Embedder` at run time and returns
-float32 ``[n, dim]`` unit rows on a tiny input; lc-robotics-reward's embedders, which
-cannot import lc-agents, satisfy it too where that package is installed.
+float32 ``[n, dim]`` unit rows on a tiny input. lc-robotics-reward cannot import
+lc-agents, and this package's test environment does not hold lc-robotics-reward, so each
+side pins its protocol to the same documented signature (``DOCUMENTED_SIGNATURE`` here
+and in lc-robotics-reward's ``test_text.py``) and checks that its code accepts any object
+with exactly that shape; the integration tests check the two packages together.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 import pathlib
+import typing
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
@@ -20,11 +26,9 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import lc_agents
-from lc_agents.ace import Embedder as AceEmbedder
-from lc_agents.ace import PlaybookStore, find_duplicates
+from lc_agents.ace import PlaybookStore, deduplicate, find_duplicates
 from lc_agents.ace.deltas import Delta
 from lc_agents.contextnav import ContextItem, ItemEncoder
-from lc_agents.contextnav import ImageEncoder as ContextNavImageEncoder
 from lc_agents.ldar.data import similarities
 from lc_agents.retrieval import (
     ClipEmbedder,
@@ -33,9 +37,15 @@ from lc_agents.retrieval import (
     ImageEmbedder,
     ImageEncoder,
     MiniLMEmbedder,
+    cosine_similarities,
     minilm_model_dir,
     normalize_rows,
 )
+
+# The documented method of the protocol, word for word the same in lc-robotics-reward's
+# tests (its TextEmbedder states the same contract: name: str, dim: int, this method,
+# float32 [len(texts), dim] with unit L2 rows).
+DOCUMENTED_SIGNATURE = "(self, texts: 'list[str]') -> 'np.ndarray'"
 
 TINY = ["open a file for reading", "", "parseConfigFile", "bake bread"]
 
@@ -114,6 +124,10 @@ def test_the_protocol_check_covers_every_embedder_class() -> None:
 
 
 def test_there_is_one_embedder_protocol() -> None:
+    with pytest.deprecated_call(match="lc_agents.retrieval"):
+        from lc_agents.ace import Embedder as AceEmbedder
+    with pytest.deprecated_call(match="lc_agents.retrieval"):
+        from lc_agents.contextnav import ImageEncoder as ContextNavImageEncoder
     assert AceEmbedder is Embedder  # lc_agents.ace.Embedder is an alias
     assert ContextNavImageEncoder is ImageEncoder  # re-exported, not redefined
     assert Embedder in ImageEmbedder.__mro__
@@ -200,3 +214,147 @@ def test_every_user_normalises_a_non_unit_embedder_the_same_way() -> None:
     store = PlaybookStore()
     store.apply([Delta.add("r", "Prices in cents."), Delta.add("r", "Prices in cents.")])
     assert find_duplicates(store, Scaled(), threshold=0.99) == [["r-00001", "r-00002"]]
+
+
+# --------------------------------------------------------------------------- the contract
+
+
+def test_the_protocol_has_the_documented_signature() -> None:
+    assert str(inspect.signature(Embedder.embed_texts)) == DOCUMENTED_SIGNATURE
+    assert typing.get_type_hints(Embedder) == {"name": str, "dim": int}
+    assert {m for m in vars(Embedder) if not m.startswith("_")} == {"embed_texts"}
+
+
+@pytest.mark.parametrize("cls", sorted(FACTORIES))
+def test_every_embedder_class_takes_the_documented_arguments(cls: str) -> None:
+    # embed_texts(self, texts): one positional list, nothing else required
+    method = getattr(importlib.import_module("lc_agents.retrieval"), cls).embed_texts
+    params = list(inspect.signature(method).parameters.values())
+    assert [p.name for p in params] == ["self", "texts"]
+    assert all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params)
+
+
+class Documented:
+    """Exactly the documented shape and nothing more, written as lc-robotics-reward's
+    HashingTextEmbedder is (``embed_texts`` takes any sequence): what an embedder from
+    the other package looks like to lc-agents."""
+
+    name, dim = "documented-64", 64
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        return HashingEmbedder(dim=64).embed_texts(list(texts))
+
+
+def test_an_object_of_the_documented_shape_serves_every_user() -> None:
+    emb = Documented()
+    assert isinstance(emb, Embedder)
+    texts = ["the parcel is late", "my card was charged twice"]
+    unit = HashingEmbedder(dim=64).embed_texts(texts)
+    np.testing.assert_allclose(ItemEncoder(emb).encode([ContextItem("a", texts[0])]), unit[:1])
+    np.testing.assert_allclose(similarities(emb, texts[0], texts), unit @ unit[0], atol=1e-6)
+    store = PlaybookStore()
+    store.apply([Delta.add("r", "Prices in cents."), Delta.add("r", "Prices in cents.")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the protocol's shape needs no deprecated path
+        assert [d.ids for d in deduplicate(store, emb)] == [("r-00001", "r-00002")]
+
+
+# --------------------------------------------------------------------------- cosines
+
+
+def test_cosine_similarities_closed_form() -> None:
+    sims = cosine_similarities([3.0, 4.0], [[3.0, 4.0], [-6.0, -8.0], [4.0, -3.0], [0.0, 0.0]])
+    assert sims.dtype == np.float32
+    np.testing.assert_allclose(sims, [1.0, -1.0, 0.0, 0.0], atol=1e-7)
+    out = cosine_similarities([0.0, 0.0], [[1.0, 2.0]], dtype=np.float64)  # zero query
+    assert out.dtype == np.float64
+    assert out.tolist() == [0.0]
+    assert cosine_similarities([1.0, 0.0], np.zeros((0, 2))).shape == (0,)
+
+
+@pytest.mark.parametrize(
+    ("query", "rows", "match"),
+    [
+        ([[1.0, 0.0]], [[1.0, 0.0]], "1-D"),
+        ([1.0, 0.0], [1.0, 0.0], "2-D"),
+        ([1.0, 0.0, 0.0], [[1.0, 0.0]], "3-d"),
+    ],
+)
+def test_cosine_similarities_rejects_bad_shapes(query, rows, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        cosine_similarities(query, rows)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arrays(np.float64, st.tuples(st.integers(0, 5), st.just(4)), elements=st.floats(-1e3, 1e3)),
+    arrays(np.float64, st.just(4), elements=st.floats(-1e3, 1e3)),
+)
+def test_cosine_similarities_is_the_textbook_cosine(rows: np.ndarray, query: np.ndarray) -> None:
+    out = cosine_similarities(query, rows, dtype=np.float64)
+    den = np.linalg.norm(rows, axis=1) * np.linalg.norm(query)
+    live = den > 1e-100
+    expect = (rows[live] @ query) / den[live]
+    np.testing.assert_allclose(out[live], expect, rtol=1e-9, atol=1e-12)
+    assert np.all(np.abs(out) <= 1.0 + 1e-12)
+    # a zero row, or a zero query, gives 0
+    zero = ~rows.any(axis=1) if query.any() else np.ones(len(rows), bool)
+    np.testing.assert_array_equal(out[zero], 0.0)
+
+
+# --------------------------------------------------------------------------- former paths
+
+MOVED = [
+    ("lc_agents.ace", "Embedder", Embedder),
+    ("lc_agents.ace", "MiniLMEmbedder", MiniLMEmbedder),
+    ("lc_agents.ace", "minilm_model_dir", minilm_model_dir),
+    ("lc_agents.ace.dedup", "Embedder", Embedder),
+    ("lc_agents.ace.dedup", "MiniLMEmbedder", MiniLMEmbedder),
+    ("lc_agents.ace.dedup", "minilm_model_dir", minilm_model_dir),
+    ("lc_agents.contextnav", "ImageEncoder", ImageEncoder),
+    ("lc_agents.contextnav.pool", "ImageEncoder", ImageEncoder),
+]
+
+
+@pytest.mark.parametrize(("module", "name", "obj"), MOVED)
+def test_former_import_paths_work_with_a_deprecation_warning(module, name, obj) -> None:
+    mod = importlib.import_module(module)
+    with pytest.deprecated_call(
+        match=rf"{module}\.{name} is deprecated .* 0\.10.*lc_agents\.retrieval"
+    ):
+        assert getattr(mod, name) is obj
+    with pytest.deprecated_call():
+        scope: dict[str, object] = {}
+        exec(f"from {module} import {name} as found", scope)
+    assert scope["found"] is obj
+    assert name not in getattr(mod, "__all__", [])  # a star import does not warn
+
+
+@pytest.mark.parametrize("module", sorted({m for m, _, _ in MOVED}))
+def test_unknown_names_are_still_attribute_errors(module: str) -> None:
+    with pytest.raises(AttributeError, match="no_such_name"):
+        importlib.import_module(module).no_such_name  # noqa: B018
+
+
+def test_the_current_paths_do_not_warn() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _, name, obj in MOVED:
+            assert getattr(importlib.import_module("lc_agents.retrieval"), name) is obj
+        assert MiniLMEmbedder().embed_texts([]).shape == (0, 384)  # no model load for []
+
+
+def test_the_former_method_names_work_with_a_deprecation_warning() -> None:
+    with pytest.deprecated_call(match="embed_texts"):
+        assert MiniLMEmbedder().encode([]).shape == (0, 384)
+
+    class EncodeOnly:  # the former ACE embedder shape
+        def encode(self, texts):
+            return HashingEmbedder(dim=64).embed_texts(list(texts))
+
+    store = PlaybookStore()
+    store.apply([Delta.add("r", "Prices in cents."), Delta.add("r", "Prices in cents.")])
+    with pytest.deprecated_call(match="EncodeOnly has encode"):
+        assert find_duplicates(store, EncodeOnly()) == [["r-00001", "r-00002"]]
+    with pytest.raises(TypeError, match="is not an Embedder"):
+        find_duplicates(store, object())

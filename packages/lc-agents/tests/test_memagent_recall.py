@@ -155,6 +155,31 @@ def test_an_ungrounded_reply_becomes_the_best_memory_line(tiny_backend) -> None:
     assert agent.answer_found(named, memory) == (DISTRACTOR, True)
 
 
+class LoudEmbedder(SynonymEmbedder):
+    """SynonymEmbedder whose rows are not unit: ten times longer for texts about the
+    doctor (a careless embedder; recall must compare directions, not lengths)."""
+
+    name = "synonym-table-loud"
+
+    def embed_texts(self, texts: list[str]) -> np.ndarray:
+        scale = [10.0 if "doctor" in t.lower() else 1.0 for t in texts]
+        return super().embed_texts(texts) * np.asarray(scale, np.float32)[:, None]
+
+
+def test_recall_compares_cosines_whatever_the_embedder_norms(tiny_backend) -> None:
+    tok = tiny_backend.tokenizer
+    chunk = _chunk(tok, "The river is quiet.", DISTRACTOR, FACT, "The mill is old.")
+    loud = LoudEmbedder()
+    q, d, f = loud.embed_texts([QUESTION, DISTRACTOR, FACT])
+    assert d @ q > f @ q  # a raw dot product would prefer the distractor (7.5 vs 1.0)
+    agent = MemAgent(tiny_backend, MemAgentConfig.evidence(recall_top=1), embedder=loud)
+    assert _texts(agent, tok, chunk) == [FACT]  # cosine: 1.0 vs 0.75
+    strict = MemAgent(
+        tiny_backend, MemAgentConfig.evidence(recall_top=2, recall_min=0.9), embedder=loud
+    )
+    assert _texts(strict, tok, chunk) == [FACT]  # the floor is on the cosine too
+
+
 def test_recall_skips_lines_without_words(tiny_backend) -> None:
     tok = tiny_backend.tokenizer
     agent = MemAgent(

@@ -7,10 +7,12 @@ The pieces:
   DELETE); budgeted rendering into a prompt; Markdown/JSON export.
 * :class:`Generator`, :class:`Reflector`, :class:`Curator`: the three roles around any
   chat model (``chat(messages, **options) -> str``).
-* :func:`deduplicate` with :class:`MiniLMEmbedder`: grow-and-refine merging of
-  near-duplicate bullets that name the same numbers and identifiers
-  (:func:`salient_tokens`; the default embedder needs ``lc-agents[embeddings]``). It takes any
-  :class:`~lc_agents.retrieval.Embedder`; ``Embedder`` here is an alias of that protocol.
+* :func:`deduplicate`: grow-and-refine merging of near-duplicate bullets that name the
+  same numbers and identifiers (:func:`salient_tokens`). It takes any
+  :class:`~lc_agents.retrieval.Embedder`, e.g. :class:`~lc_agents.retrieval.MiniLMEmbedder`
+  (the default, needs ``lc-agents[embeddings]``). ``Embedder``, ``MiniLMEmbedder`` and
+  ``minilm_model_dir`` imported from here are deprecated aliases of those in
+  :mod:`lc_agents.retrieval` (removed in lc-agents 0.10).
 * :class:`Ace`: offline (labelled, multi-epoch) and online (feedback-only) adaptation,
   resumable from the store; :class:`RewriteMemory`: the rewrite-everything baseline.
 
@@ -24,6 +26,9 @@ Examples:
 
 from __future__ import annotations
 
+from typing import Any
+
+from lc_agents._moved import moved_attribute
 from lc_agents.ace.adapt import (
     Ace,
     AceConfig,
@@ -34,14 +39,7 @@ from lc_agents.ace.adapt import (
     exact_match,
 )
 from lc_agents.ace.baseline import RewriteMemory
-from lc_agents.ace.dedup import (
-    Embedder,
-    MiniLMEmbedder,
-    deduplicate,
-    find_duplicates,
-    minilm_model_dir,
-    salient_tokens,
-)
+from lc_agents.ace.dedup import _MOVED, deduplicate, find_duplicates, salient_tokens
 from lc_agents.ace.deltas import OPS, TAGS, Delta, normalize_tag
 from lc_agents.ace.errors import CuratorOutputError, DeltaError, UnknownBulletError
 from lc_agents.ace.parsing import cited_ids, extract_answer, extract_json
@@ -65,11 +63,9 @@ __all__ = [
     "CuratorOutputError",
     "Delta",
     "DeltaError",
-    "Embedder",
     "Feedback",
     "Generation",
     "Generator",
-    "MiniLMEmbedder",
     "PlaybookStore",
     "Reflection",
     "Reflector",
@@ -83,7 +79,11 @@ __all__ = [
     "extract_answer",
     "extract_json",
     "find_duplicates",
-    "minilm_model_dir",
     "normalize_tag",
     "salient_tokens",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # the embedding names ACE used to export (deprecated; see lc_agents.ace.dedup)
+    return moved_attribute(__name__, name, _MOVED)

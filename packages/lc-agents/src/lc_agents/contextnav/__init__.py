@@ -14,6 +14,9 @@ replies). See the guide page "ContextNav and LDAR".
 
 from __future__ import annotations
 
+from typing import Any
+
+from lc_agents._moved import moved_attribute
 from lc_agents.contextnav.alignment import (
     Signature,
     filter_label_space,
@@ -36,7 +39,7 @@ from lc_agents.contextnav.navigator import (
     random_shots,
     similarity_shots,
 )
-from lc_agents.contextnav.pool import ExamplePool, ImageEncoder, ItemEncoder
+from lc_agents.contextnav.pool import _MOVED, ExamplePool, ItemEncoder
 from lc_agents.contextnav.selection import (
     deduplicate,
     filter_consistent,
@@ -57,7 +60,6 @@ __all__ = [
     "EdgeStats",
     "ExamplePool",
     "IclAnswerer",
-    "ImageEncoder",
     "ItemEncoder",
     "NavState",
     "OperationalGrammarGraph",
@@ -78,3 +80,8 @@ __all__ = [
     "signature",
     "similarity_shots",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # ``ImageEncoder`` used to be exported here (deprecated; see lc_agents.contextnav.pool)
+    return moved_attribute(__name__, name, _MOVED)

@@ -22,15 +22,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lc_agents._moved import moved_attribute
 from lc_agents.contextnav.items import Candidate, ContextItem
-
-# ImageEncoder is re-exported here (its home is lc_agents.retrieval.embedders).
-from lc_agents.retrieval.embedders import ImageEncoder, normalize_rows
+from lc_agents.retrieval import embedders as _embedders
+from lc_agents.retrieval.embedders import normalize_rows
 
 if TYPE_CHECKING:
-    from lc_agents.retrieval import AddReport, Embedder, VectorStore
+    from lc_agents.retrieval import AddReport, Embedder, ImageEncoder, VectorStore
 
-__all__ = ["ExamplePool", "ImageEncoder", "ItemEncoder"]
+__all__ = ["ExamplePool", "ItemEncoder"]
+
+# a former home of ``ImageEncoder`` (deprecated; it lives in lc_agents.retrieval)
+_MOVED = {"ImageEncoder": "lc_agents.retrieval"}
+
+
+def __getattr__(name: str) -> Any:
+    return moved_attribute(__name__, name, _MOVED)
+
 
 _RESERVED = {"label", "image_path"}
 
@@ -61,7 +69,7 @@ class ItemEncoder:
     ) -> None:
         if not 0.0 <= image_weight <= 1.0:
             raise ValueError(f"image_weight must lie in [0, 1], got {image_weight}")
-        if image_embedder is not None and not isinstance(image_embedder, ImageEncoder):
+        if image_embedder is not None and not isinstance(image_embedder, _embedders.ImageEncoder):
             raise TypeError("image_embedder must have an embed_images(images) method")
         self.text_embedder = text_embedder
         self.image_embedder = image_embedder

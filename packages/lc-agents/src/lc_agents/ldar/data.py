@@ -21,7 +21,7 @@ import numpy as np
 from lc_agents.ldar.bands import Band
 from lc_agents.ldar.features import sort_similarities
 from lc_agents.ldar.qa import QaReader
-from lc_agents.retrieval.embedders import normalize_rows
+from lc_agents.retrieval.embedders import cosine_similarities
 
 if TYPE_CHECKING:
     from lc_agents.retrieval.embedders import Embedder
@@ -98,11 +98,12 @@ class LdarExample:
 def similarities(embedder: Embedder, question: str, passages: Sequence[str]) -> np.ndarray:
     """Cosine similarities ``[len(passages)]`` of the question to each passage.
 
-    The embedder's rows are re-normalised in float64 (:func:`normalize_rows`), so an
-    embedder that does not return unit rows still gives cosines; zero rows give 0.
+    The embedder's rows are re-normalised in float64
+    (:func:`~lc_agents.retrieval.cosine_similarities`), so an embedder that does not
+    return unit rows still gives cosines; zero rows give 0.
     """
-    v = normalize_rows(embedder.embed_texts([question, *passages]), dtype=np.float64)
-    return v[1:] @ v[0]
+    v = np.asarray(embedder.embed_texts([question, *passages]))
+    return cosine_similarities(v[0], v[1:], dtype=np.float64)
 
 
 def label_examples(

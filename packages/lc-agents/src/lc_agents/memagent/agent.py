@@ -684,15 +684,17 @@ class MemAgent:
         return [idx[int(j)] for j in best if sims[j] >= self.config.recall_min]
 
     def _similarities(self, question: str, texts: Sequence[str]) -> Any:
-        """Cosine of each text with ``question`` under the embedder (float32 ``[n]``);
-        the question's vector is computed once per read."""
-        import numpy as np
+        """Cosine of each text with ``question`` under the embedder (float32 ``[n]``,
+        :func:`~lc_agents.retrieval.cosine_similarities`); the question's vector is
+        computed once per read."""
+        from lc_agents.retrieval.embedders import cosine_similarities
 
         assert self.embedder is not None
         if question not in self._question_vec:
             self._question_vec[question] = self.embedder.embed_texts([question])[0]
-        vecs = np.asarray(self.embedder.embed_texts(list(texts)), dtype=np.float32)
-        return vecs @ self._question_vec[question]
+        return cosine_similarities(
+            self._question_vec[question], self.embedder.embed_texts(list(texts))
+        )
 
     def _sentence_end_ids(self) -> list[int]:
         """Ids of the tokens whose text ends a sentence (., !, ? or a newline); computed
@@ -843,11 +845,13 @@ _BOXED = re.compile(r"\\boxed\{")
 
 
 def extract_boxed(reply: str) -> str:
-    """The content of the last ``\\boxed{...}`` in ``reply`` (braces may nest); the
+    r"""The content of the last ``\boxed{...}`` in ``reply`` (braces may nest); the
     whole reply when there is none.
 
-    >>> extract_boxed("so the answer is \\boxed{Vessby}.")
+    >>> extract_boxed(r"so the answer is \boxed{Vessby}.")
     'Vessby'
+    >>> extract_boxed(r"\boxed{\frac{1}{2}} done")
+    '\\frac{1}{2}'
     >>> extract_boxed("plain")
     'plain'
     """

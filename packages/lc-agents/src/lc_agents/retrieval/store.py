@@ -50,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lc_agents.retrieval.embedders import normalize_rows
 from lc_agents.retrieval.errors import EmbedderMismatchError, EmptyIndexError, RetrievalError
 from lc_agents.retrieval.resources import IndexPlan, plan_index
 
@@ -691,8 +692,7 @@ class VectorStore:
         if 0 < n * dim * 4 <= self.flat_cache_bytes and self.index_type() == "flat":
             table = self._table.search().select(["id", "vector"]).limit(None).to_arrow()
             flat = table.column("vector").combine_chunks().flatten().to_numpy()
-            rows = np.asarray(flat, dtype=np.float32).reshape(-1, dim)
-            rows = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+            rows = normalize_rows(np.asarray(flat, dtype=np.float32).reshape(-1, dim))
             entry = (table.column("id").to_pylist(), rows)
         self._flat_cache = (version, entry)
         return entry
@@ -705,7 +705,7 @@ class VectorStore:
         if cached is None:
             return None
         ids, rows = cached
-        scores = rows @ (vector / np.linalg.norm(vector))
+        scores = rows @ normalize_rows(vector[None])[0]
         k = min(k, len(ids))
         top = np.argpartition(-scores, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
         top = top[np.argsort(-scores[top], kind="stable")]
