@@ -2,7 +2,8 @@
 
 Every op lives in its own sub-package with ``reference.py`` (plain PyTorch, the test
 oracle and the CPU path) and ``triton.py`` (the GPU kernels). Public functions take
-``backend="auto" | "triton" | "torch"``; ``auto`` means Triton on CUDA tensors and the
+``backend="auto" | "triton" | "torch"`` (a [Backend][lc_kernels.backend.Backend] member
+or its string, the one vocabulary lc-attention uses too); ``auto`` means Triton on CUDA tensors and the
 reference elsewhere. Attention tensors use the layout ``[batch, seq, heads, head_dim]``.
 
 Ops: [selected_attention][lc_kernels.selected_attention.selected_attention] (the
@@ -26,6 +27,8 @@ try:
     __version__: str = version("lc-kernels")
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0+unknown"
+
+from lc_kernels.backend import Backend, parse_backend
 
 # The functions shadow the sub-packages of the same name on purpose: the op is the API.
 from lc_kernels.compressed_attention import (
@@ -58,6 +61,7 @@ from lc_kernels.selected_attention import (
 from lc_kernels.sliding_window import sliding_window_attention
 
 __all__ = [
+    "Backend",
     "PageLayout",
     "PagePool",
     "PagedKV",
@@ -73,6 +77,7 @@ __all__ = [
     "paged_chunk_attention_forward",
     "paged_gather",
     "paged_scatter",
+    "parse_backend",
     "retrieval_decode_attention",
     "select_blocks",
     "selected_attention",

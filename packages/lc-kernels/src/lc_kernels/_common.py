@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
-Backend = Literal["auto", "triton", "torch"]
+from lc_kernels.backend import KERNEL_BACKENDS, Backend, parse_backend
+
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -27,19 +28,18 @@ def interpreter_on() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-def resolve_backend(backend: str, device: torch.device, dtype: torch.dtype) -> str:
-    """Map ``backend`` to ``"triton"`` or ``"torch"``.
+def resolve_backend(backend: Backend | str, device: torch.device, dtype: torch.dtype) -> Backend:
+    """Map ``backend`` to ``Backend.TRITON`` or ``Backend.TORCH`` (equal to their strings).
 
     ``auto`` picks Triton for CUDA tensors of a dtype the kernels support and the
     reference everywhere else. ``triton`` on CPU tensors needs Triton's interpreter.
     """
-    if backend not in ("auto", "triton", "torch"):
-        raise ValueError(f"backend={backend!r} is not one of 'auto', 'triton', 'torch'")
-    if backend == "torch":
-        return "torch"
-    if backend == "auto":
+    backend = parse_backend(backend, KERNEL_BACKENDS)
+    if backend is Backend.TORCH:
+        return Backend.TORCH
+    if backend is Backend.AUTO:
         ok = device.type == "cuda" and dtype in TRITON_DTYPES and triton_available()
-        return "triton" if ok else "torch"
+        return Backend.TRITON if ok else Backend.TORCH
     if not triton_available():
         raise RuntimeError("backend='triton' needs the 'triton' package, which is not installed")
     if device.type != "cuda" and not interpreter_on():
@@ -49,7 +49,7 @@ def resolve_backend(backend: str, device: torch.device, dtype: torch.dtype) -> s
         )
     if dtype not in TRITON_DTYPES:
         raise TypeError(f"backend='triton' supports float16, bfloat16 and float32, got {dtype}")
-    return "triton"
+    return Backend.TRITON
 
 
 def check_qkv(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from lc_kernels._common import FLOAT_DTYPES, default_scale, resolve_backend
+from lc_kernels.backend import Backend
 from lc_kernels.decode.reference import (
     block_topk_torch,
     full_decode_attention_reference,
@@ -152,7 +153,7 @@ def block_topk(
     *,
     block_size: int = 128,
     valid_len: torch.Tensor | None = None,
-    backend: str = "auto",
+    backend: Backend | str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Exact top-``k`` of each row, computed block-wise (partial top-k per block, then merge).
 
@@ -218,7 +219,7 @@ def retrieval_decode_attention(
     block_size: int = 128,
     scale: float | None = None,
     valid_len: torch.Tensor | None = None,
-    backend: str = "auto",
+    backend: Backend | str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One decode step of full attention that also returns the top-``topk`` key positions.
 
@@ -285,7 +286,7 @@ def sparse_decode_attention(
     *,
     scale: float | None = None,
     check: bool = True,
-    backend: str = "auto",
+    backend: Backend | str = "auto",
 ) -> torch.Tensor:
     """One decode step of attention over the key/value positions in ``indices`` only.
 
@@ -338,7 +339,7 @@ def full_decode_attention(
     *,
     scale: float | None = None,
     valid_len: torch.Tensor | None = None,
-    backend: str = "auto",
+    backend: Backend | str = "auto",
 ) -> torch.Tensor:
     """Dense decode attention (no top-k): the baseline of the two ops above.
 

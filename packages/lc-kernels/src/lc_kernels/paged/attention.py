@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from lc_kernels._common import acc_dtype, resolve_backend
+from lc_kernels.backend import Backend
 from lc_kernels.paged.ops import paged_gather, paged_scatter
 
 
@@ -200,7 +201,7 @@ def _check(
     return past if past.length > 0 else None
 
 
-def _use_triton(q: torch.Tensor, past: PagedKV | None, backend: str) -> bool:
+def _use_triton(q: torch.Tensor, past: PagedKV | None, backend: Backend | str) -> bool:
     """Triton needs the pages where the queries are; ``auto`` falls back to streaming
     blocks through the reference when they are elsewhere (e.g. host pages)."""
     choice = resolve_backend(backend, q.device, q.dtype)
@@ -232,7 +233,7 @@ def paged_chunk_attention_forward(
     v: torch.Tensor,
     past: PagedKV | None = None,
     scale: float | None = None,
-    backend: str = "auto",
+    backend: Backend | str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Forward of :func:`paged_chunk_attention` without autograd.
 
@@ -282,7 +283,7 @@ def paged_chunk_attention_backward(
     grad_out: torch.Tensor,
     past: PagedKV | None = None,
     scale: float | None = None,
-    backend: str = "auto",
+    backend: Backend | str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Backward of :func:`paged_chunk_attention`.
 
@@ -339,7 +340,7 @@ class _ChunkAttention(torch.autograd.Function):
         v: torch.Tensor,
         past: PagedKV | None,
         scale: float,
-        backend: str,
+        backend: Backend | str,
     ) -> torch.Tensor:
         out, lse = paged_chunk_attention_forward(q, k, v, past, scale, backend)
         ctx.save_for_backward(q, k, v, out, lse)
@@ -361,7 +362,7 @@ def paged_chunk_attention(
     v: torch.Tensor,
     past: PagedKV | None = None,
     scale: float | None = None,
-    backend: str = "auto",
+    backend: Backend | str = "auto",
 ) -> torch.Tensor:
     """Causal attention of a chunk over ``past`` tokens (paged) and itself.
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import torch
 
 from lc_kernels._common import resolve_backend
+from lc_kernels.backend import Backend
 from lc_kernels.paged.reference import gather_reference, scatter_reference
 
 
@@ -30,7 +31,7 @@ def paged_gather(
     table: Sequence[int] | torch.Tensor,
     start: int,
     end: int,
-    backend: str = "auto",
+    backend: Backend | str = "auto",
 ) -> torch.Tensor:
     """Tokens ``[start, end)`` of a paged sequence.
 
@@ -61,7 +62,7 @@ def paged_scatter(
     start: int,
     values: torch.Tensor,
     accumulate: bool = False,
-    backend: str = "auto",
+    backend: Backend | str = "auto",
 ) -> None:
     """Write (or, with ``accumulate``, add) ``values [batch, kv_heads, L, head_dim]`` into
     tokens ``[start, start + L)`` of a paged sequence, in place."""

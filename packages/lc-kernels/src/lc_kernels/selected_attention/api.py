@@ -13,6 +13,7 @@ from lc_kernels._common import (
     token_positions,
     zeros_output,
 )
+from lc_kernels.backend import Backend
 from lc_kernels.selected_attention.reference import selected_attention_reference
 
 ORDERS = ("auto", "fsa", "nsa")
@@ -87,7 +88,7 @@ def selected_attention(
     block_size: int = 64,
     scale: float | None = None,
     cu_seqlens: torch.Tensor | None = None,
-    backend: str = "auto",
+    backend: Backend | str = "auto",
     order: str = "auto",
     kv_valid: torch.Tensor | None = None,
     check: bool = True,
