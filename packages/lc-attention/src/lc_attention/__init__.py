@@ -13,6 +13,9 @@ integration. Layers call lc-kernels for the heavy lifting and never own a traini
   bypassing residual, sliding window): [lc_attention.hsa][].
 - LycheeDecode hybrid-head sparse decoding with learned head roles:
   [lc_attention.lychee][].
+- The switch every method above uses on a pretrained transformers model
+  (``enable_<method>(model, config)``, a context manager):
+  [lc_attention.integration][].
 
 Every name below is imported on first use, so ``import lc_attention`` stays light.
 """
@@ -80,6 +83,8 @@ _LAZY = {
     "is_lychee_enabled": "lc_attention.lychee",
     "hybrid_decode_attention": "lc_attention.lychee",
     "model_fingerprint": "lc_attention.lychee",
+    "AttentionHandle": "lc_attention.integration",
+    "AttentionMethod": "lc_attention.integration",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -1,11 +1,13 @@
 """Hugging Face integration: switch a loaded transformers model to DSSA and back.
 
 DSSA is parameter-free, so a pretrained model runs it with its own projections. The
-attention function is registered in transformers' ``AttentionInterface`` under
-``"lc_dssa"`` (with the SDPA boolean mask in ``AttentionMaskInterface``); each attention
-module of the model carries its [DSSAConfig][lc_attention.dssa.DSSAConfig] and a
+switch follows the pattern of [lc_attention.integration][] (shared with LycheeDecode):
+the attention function is registered in transformers' ``AttentionInterface`` under
+``"lc_dssa"`` (with the SDPA boolean mask); each attention module of the model carries
+its [DSSAConfig][lc_attention.dssa.DSSAConfig] and a
 [CompressedKeyCache][lc_attention.dssa.CompressedKeyCache], so ``generate()`` decodes
-with incremental compressed keys and per-step block selection.
+with incremental compressed keys and per-step block selection. What is DSSA's own here:
+when a layer goes sparse, the default config for a model's context, and the caches.
 
 Example:
     >>> from lc_attention.dssa import DSSAConfig
@@ -17,16 +19,40 @@ Example:
 from __future__ import annotations
 
 import warnings
-from types import TracebackType
 from typing import Any
 
 import torch
 
+from lc_attention import integration
 from lc_attention.dssa import CompressedKeyCache, DSSAConfig, dssa_attention
+from lc_attention.integration import (
+    SUPPORTED_MODEL_TYPES,
+    AttentionHandle,
+    AttentionMethod,
+    attention_modules,
+    check_can_enable,
+    install,
+    is_enabled,
+    key_padding,
+    sdpa_attention,
+    uninstall,
+)
+
+__all__ = [
+    "ATTN_NAME",
+    "METHOD",
+    "SUPPORTED_MODEL_TYPES",
+    "DSSAHandle",
+    "default_dssa_config",
+    "disable_dssa",
+    "dssa_hf_attention",
+    "enable_dssa",
+    "is_dssa_enabled",
+    "key_padding",
+    "register",
+]
 
 ATTN_NAME = "lc_dssa"
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma3", "gemma3_text")
-_PREVIOUS = "_lc_dssa_previous_attn"
 
 
 def dssa_hf_attention(
@@ -58,8 +84,6 @@ def dssa_hf_attention(
     Returns:
         ``([B, T, HQ, D], None)``.
     """
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     config: DSSAConfig | None = getattr(module, "lc_dssa_config", None)
     sliding = getattr(module, "sliding_window", None)
     layer = getattr(module, "layer_idx", None)
@@ -69,7 +93,7 @@ def dssa_hf_attention(
         or key.shape[2] < config.dense_len
         or not config.sparse_in_layer(layer)
     ):
-        return sdpa_attention_forward(  # type: ignore[no-any-return]
+        return sdpa_attention(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
     if dropout and module.training:
@@ -88,40 +112,18 @@ def dssa_hf_attention(
     return out.contiguous(), None
 
 
-def key_padding(
-    attention_mask: torch.Tensor | None, batch: int, num_keys: int
-) -> torch.Tensor | None:
-    """``[batch, S]`` bool real-key mask from transformers' ``[B|1, 1, T, S']`` mask.
-
-    The mask registered for ``"lc_dssa"`` is transformers' SDPA mask: causal and padding,
-    so its last query row (which sees every earlier key) is the padding mask itself.
-    ``S' >= S`` (a preallocated mask) is cut to the ``num_keys`` keys.
-    """
-    if attention_mask is None:
-        return None
-    last = attention_mask[:, 0, -1, :num_keys]
-    last = last if last.dtype == torch.bool else last == 0
-    return last.expand(batch, -1)
+METHOD = AttentionMethod(
+    name="DSSA",
+    attn_name=ATTN_NAME,
+    function=dssa_hf_attention,
+    module_attrs=("lc_dssa_config", "lc_dssa_cache"),
+    disable="disable_dssa",
+)
 
 
 def register() -> None:
     """Register ``"lc_dssa"`` in transformers' attention and mask interfaces (idempotent)."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    AttentionInterface.register(ATTN_NAME, dssa_hf_attention)
-    AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)
-
-
-def _attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
-    mods = [
-        m
-        for m in model.modules()
-        if type(m).__name__.endswith("Attention") and hasattr(m, "num_key_value_groups")
-    ]
-    if not mods:
-        raise ValueError(f"no attention modules found in {type(model).__name__}")
-    return mods
+    integration.register(METHOD)
 
 
 def _context_length(model: torch.nn.Module) -> int | None:
@@ -172,30 +174,18 @@ def default_dssa_config(max_position_embeddings: int | None) -> DSSAConfig:
     )
 
 
-class DSSAHandle:
+class DSSAHandle(AttentionHandle):
     """Returned by [enable_dssa][lc_attention.hf.enable_dssa]; a context manager that
     restores the previous attention implementation on exit. ``config`` is the DSSA
     config the model runs with (the derived one when ``enable_dssa`` got none)."""
 
     def __init__(self, model: torch.nn.Module, config: DSSAConfig | None = None) -> None:
-        self.model = model
-        self.config = config
-
-    def __enter__(self) -> torch.nn.Module:
-        return self.model
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        disable_dssa(self.model)
+        super().__init__(model, METHOD, config)
 
     @property
     def caches(self) -> list[CompressedKeyCache]:
         """The per-layer compressed-key caches (for inspection)."""
-        return [m.lc_dssa_cache for m in _attention_modules(self.model)]  # type: ignore[misc]
+        return [m.lc_dssa_cache for m in attention_modules(self.model)]  # type: ignore[misc]
 
 
 def enable_dssa(model: torch.nn.Module, config: DSSAConfig | None = None) -> DSSAHandle:
@@ -222,8 +212,9 @@ def enable_dssa(model: torch.nn.Module, config: DSSAConfig | None = None) -> DSS
         to restore the model.
 
     Raises:
-        ValueError: unsupported model family, DSSA already enabled, or no config given
-            for a model whose context is 1024 tokens or fewer.
+        ValueError: unsupported model family, DSSA (or another method of
+            [lc_attention.integration][]) already enabled, or no config given for a model
+            whose context is 1024 tokens or fewer.
         TypeError: ``config`` is not a ``DSSAConfig``.
 
     Warns:
@@ -231,13 +222,7 @@ def enable_dssa(model: torch.nn.Module, config: DSSAConfig | None = None) -> DSS
     """
     if config is not None and not isinstance(config, DSSAConfig):
         raise TypeError(f"config must be a DSSAConfig, got {type(config).__name__}")
-    mcfg = getattr(model, "config", None)
-    mtype = getattr(mcfg, "model_type", None)
-    if mtype not in SUPPORTED_MODEL_TYPES:
-        raise ValueError(
-            f"DSSA supports model types {SUPPORTED_MODEL_TYPES}, got {mtype!r} "
-            f"({type(model).__name__})"
-        )
+    check_can_enable(model, METHOD)  # family, another method enabled
     context = _context_length(model)
     if config is None:
         cfg = default_dssa_config(context)
@@ -252,16 +237,7 @@ def enable_dssa(model: torch.nn.Module, config: DSSAConfig | None = None) -> DSS
                 UserWarning,
                 stacklevel=2,
             )
-    if hasattr(model, _PREVIOUS):
-        raise ValueError("DSSA is already enabled on this model; call disable_dssa first")
-    mods = _attention_modules(model)
-    register()
-    previous = mcfg._attn_implementation  # type: ignore[union-attr]
-    for m in mods:
-        m.lc_dssa_config = cfg  # type: ignore[assignment]
-        m.lc_dssa_cache = CompressedKeyCache()  # type: ignore[assignment]
-    setattr(model, _PREVIOUS, previous)
-    model.set_attn_implementation(ATTN_NAME)  # type: ignore[operator]
+    install(model, METHOD, lambda m: {"lc_dssa_config": cfg, "lc_dssa_cache": CompressedKeyCache()})
     return DSSAHandle(model, cfg)
 
 
@@ -271,17 +247,9 @@ def disable_dssa(model: torch.nn.Module) -> None:
     Raises:
         ValueError: DSSA is not enabled on ``model``.
     """
-    if not hasattr(model, _PREVIOUS):
-        raise ValueError("DSSA is not enabled on this model")
-    previous = getattr(model, _PREVIOUS)
-    model.set_attn_implementation(previous)  # type: ignore[operator]
-    for m in _attention_modules(model):
-        for name in ("lc_dssa_config", "lc_dssa_cache"):
-            if hasattr(m, name):
-                delattr(m, name)
-    delattr(model, _PREVIOUS)
+    uninstall(model, METHOD)
 
 
 def is_dssa_enabled(model: torch.nn.Module) -> bool:
     """Whether [enable_dssa][lc_attention.hf.enable_dssa] is active on ``model``."""
-    return hasattr(model, _PREVIOUS)
+    return is_enabled(model, METHOD)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-BACKENDS = ("auto", "triton", "torch")
+from lc_kernels.backend import KERNEL_BACKENDS, Backend, parse_backend
+
+BACKENDS = KERNEL_BACKENDS
 BLOCK_SCORES = ("mean", "meanvar", "bound")
 
 
@@ -35,7 +37,8 @@ class DSSAConfig:
             the same budget for the same position. With ``query_block > 1`` a group's
             budget is that of its last position. In ``[0, 1]``.
         dense_len: key lengths below this use dense attention (8192).
-        backend: kernel backend of the block-sparse attention: ``"auto"`` (Triton on
+        backend: kernel backend of the block-sparse attention, a
+            [Backend][lc_kernels.backend.Backend] or its string: ``"auto"`` (Triton on
             CUDA, PyTorch elsewhere), ``"triton"`` or ``"torch"``.
         query_block: queries that share one selection (1). With 1 every query picks its
             own blocks (the paper's rule); with ``m > 1`` the queries at positions
@@ -72,7 +75,7 @@ class DSSAConfig:
     window_size: int = 2048
     topk: int = 64
     dense_len: int = 8192
-    backend: str = "auto"
+    backend: Backend | str = Backend.AUTO
     query_block: int = 1
     block_score: str = "mean"
     dense_layers: int = 0
@@ -122,8 +125,8 @@ class DSSAConfig:
                 f"DSSAConfig.query_block={self.query_block} must divide "
                 f"block_size={self.block_size}"
             )
-        if self.backend not in BACKENDS:
-            raise ValueError(f"DSSAConfig.backend={self.backend!r} is not one of {BACKENDS}")
+        backend = parse_backend(self.backend, BACKENDS, name="DSSAConfig.backend")
+        object.__setattr__(self, "backend", backend)
         if self.block_score not in BLOCK_SCORES:
             raise ValueError(
                 f"DSSAConfig.block_score={self.block_score!r} is not one of {BLOCK_SCORES}"

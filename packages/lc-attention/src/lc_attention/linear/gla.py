@@ -22,6 +22,7 @@ import torch
 
 from lc_attention.linear._checks import check_log_decay, check_qkv, check_state
 from lc_attention.linear.backend import GLA_BACKENDS, load, resolve
+from lc_kernels.backend import Backend
 
 __all__ = [
     "gated_linear_attention",
@@ -181,7 +182,7 @@ def gated_linear_attention(
     initial_state: torch.Tensor | None = None,
     mode: str = "chunk",
     chunk_size: int = 16,
-    backend: str = "auto",
+    backend: Backend | str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GLA with a choice of form and backend.
 
@@ -232,7 +233,7 @@ def linear_attention(
     initial_state: torch.Tensor | None = None,
     mode: str = "chunk",
     chunk_size: int = 16,
-    backend: str = "auto",
+    backend: Backend | str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Plain causal linear attention ``o_t = s q_t sum_{j<=t} k_j^T v_j`` (GLA with ``g = 0``).
 

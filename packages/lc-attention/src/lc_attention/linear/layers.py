@@ -14,6 +14,7 @@ from torch import nn
 
 from lc_attention.linear.gla import gated_linear_attention
 from lc_attention.linear.mlstm import MLSTMState, mlstm, mlstm_parallel, mlstm_recurrent
+from lc_kernels.backend import Backend
 
 __all__ = ["GLAConfig", "GatedLinearAttention", "MLSTMConfig", "MLSTMLayer"]
 
@@ -50,7 +51,7 @@ class GLAConfig:
     gate_logit_normalizer: float = 16.0
     output_gate: bool = True
     chunk_size: int = 16
-    backend: str = "auto"
+    backend: Backend | str = "auto"
 
     def __post_init__(self) -> None:
         _positive("d_model", self.d_model)
@@ -188,7 +189,7 @@ class MLSTMConfig:
     forget_bias_range: tuple[float, float] = (3.0, 6.0)
     input_bias: float = -10.0
     eps: float = 1e-6
-    backend: str = "auto"
+    backend: Backend | str = "auto"
 
     def __post_init__(self) -> None:
         _positive("d_model", self.d_model)

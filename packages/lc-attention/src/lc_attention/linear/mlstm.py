@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from lc_attention.linear._checks import check_qkv
 from lc_attention.linear.backend import MLSTM_BACKENDS, load, resolve
+from lc_kernels.backend import Backend
 
 __all__ = [
     "MLSTM_KERNEL_CHUNK",
@@ -209,7 +210,7 @@ def mlstm(
     mode: str = "parallel",
     forget_gate: str = "sigmoid",
     eps: float = 1e-6,
-    backend: str = "auto",
+    backend: Backend | str = "auto",
 ) -> torch.Tensor:
     """mLSTM outputs ``[B, T, H, V]`` with a choice of form and backend.
 

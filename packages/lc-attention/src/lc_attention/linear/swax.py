@@ -16,6 +16,7 @@ from torch import nn
 
 from lc_attention.linear.layers import MLSTMConfig, MLSTMLayer
 from lc_attention.rope import apply_rotary, rotary_tables
+from lc_kernels.backend import Backend
 
 __all__ = [
     "SWAXConfig",
@@ -136,7 +137,7 @@ class SWAXConfig:
     window: int = 16
     mlp_ratio: int = 4
     rope_theta: float = 10000.0
-    backend: str = "auto"
+    backend: Backend | str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "window", "mlp_ratio"):

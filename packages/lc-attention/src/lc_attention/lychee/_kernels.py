@@ -37,8 +37,8 @@ def _resolve(op: str) -> Callable[..., Any]:
         ref = importlib.import_module("lc_kernels.decode.reference")
     except ImportError as exc:
         raise RuntimeError(
-            "backend='kernels' needs lc_kernels.decode (retrieval/sparse decode attention); "
-            "use backend='gather' with this lc-kernels version"
+            "backend='triton' needs lc_kernels.decode (retrieval/sparse decode attention); "
+            "use backend='torch' with this lc-kernels version"
         ) from exc
     return getattr(ref, _REFERENCE[op])  # type: ignore[no-any-return]
 
@@ -67,10 +67,13 @@ def retrieval(
     *,
     scale: float,
     block_size: int,
+    backend: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``lc_kernels.decode.retrieval_decode_attention``: ``(out [B,H,D], idx [B,H,topk])``."""
     fn = _resolve("retrieval")
-    out, idx = _call(fn, q, k_cache, v_cache, topk, scale=scale, block_size=block_size)
+    out, idx = _call(
+        fn, q, k_cache, v_cache, topk, scale=scale, block_size=block_size, backend=backend
+    )
     return out, idx
 
 
@@ -81,7 +84,8 @@ def sparse(
     indices: torch.Tensor,
     *,
     scale: float,
+    backend: str = "auto",
 ) -> torch.Tensor:
     """``lc_kernels.decode.sparse_decode_attention``: ``out [B,H,D]``."""
     fn = _resolve("sparse")
-    return _call(fn, q, k_cache, v_cache, indices, scale=scale)  # type: ignore[no-any-return]
+    return _call(fn, q, k_cache, v_cache, indices, scale=scale, backend=backend)  # type: ignore[no-any-return]

@@ -32,7 +32,8 @@ import torch
 import torch.nn.functional as F
 
 from lc_attention.lychee import _kernels
-from lc_attention.lychee.config import BACKENDS
+from lc_attention.lychee.config import check_backend, route
+from lc_kernels.backend import Backend
 
 
 def _as_mask(x: Sequence[bool] | torch.Tensor, n: int, name: str) -> list[bool]:
@@ -374,7 +375,7 @@ def hybrid_decode_attention(
     publish: Sequence[bool] | torch.Tensor | None = None,
     valid: torch.Tensor | None = None,
     block_size: int = 16,
-    backend: str = "gather",
+    backend: Backend | str = Backend.TORCH,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Hybrid-head attention of one decode token in one layer.
 
@@ -390,11 +391,13 @@ def hybrid_decode_attention(
         scale: softmax scale, default ``D ** -0.5``.
         publish: ``[HQ]`` retrieval heads whose top-k to compute (default: all retrieval
             heads; heads whose positions no later layer reads may be left out).
-        valid: optional ``[B, T]`` bool, False for padding positions (gather backend).
+        valid: optional ``[B, T]`` bool, False for padding positions (``"torch"`` backend).
         block_size: block length of the block-wise top-k (both backends; exact, a speed
             knob).
-        backend: ``"gather"`` (plain PyTorch), ``"kernels"`` (``lc_kernels.decode``) or
-            ``"auto"`` (kernels on CUDA, gather elsewhere).
+        backend: a [Backend][lc_kernels.backend.Backend]: ``"torch"`` (plain PyTorch
+            that gathers the selected rows), ``"triton"`` (``lc_kernels.decode``'s Triton
+            kernels) or ``"auto"`` (``lc_kernels.decode`` on CUDA, ``"torch"`` elsewhere).
+            ``"gather"`` and ``"kernels"`` (earlier spellings) warn and still work.
 
     Returns:
         ``(out [B, HQ, D], indices [B, HQ, topk])``: the attention output and the positions
@@ -404,7 +407,7 @@ def hybrid_decode_attention(
     Raises:
         ValueError: bad shapes, ``topk`` outside ``[1, T]``, sparse heads without
             ``indices``, ``indices`` of sparse heads outside ``[0, T)`` or not integers,
-            a publish flag on a sparse head, or ``valid`` with the kernels backend.
+            a publish flag on a sparse head, or ``valid`` with the ``"triton"`` backend.
     """
     _check_tensors(q, k_cache, v_cache)
     plan = head_plan(retrieval, publish, q.shape[1], k_cache.shape[2], q.device)
@@ -433,7 +436,7 @@ def decode_step(
     scale: float | None = None,
     valid: torch.Tensor | None = None,
     block_size: int = 16,
-    backend: str = "gather",
+    backend: Backend | str = Backend.TORCH,
     out_indices: torch.Tensor | None = None,
     check: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -474,10 +477,7 @@ def decode_step(
         )
     if not isinstance(topk, int) or not 1 <= topk <= t:
         raise ValueError(f"topk must be an integer in [1, T={t}] (context length), got {topk!r}")
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend == "auto":
-        backend = "kernels" if q.is_cuda and _kernels.kernels_available() else "gather"
+    check_backend(backend)
     if plan.sparse:
         if indices is None:
             raise ValueError("sparse heads need indices published by an earlier layer")
@@ -499,8 +499,7 @@ def decode_step(
                 f"valid must be a bool tensor on {q.device} (True = a real position), got "
                 f"{valid.dtype} on {valid.device}"
             )
-        if backend == "kernels":
-            raise ValueError("valid (padding) masks are supported by the gather backend only")
+    kernels = route(backend, q.is_cuda and _kernels.kernels_available(), valid is not None)
     scale = d**-0.5 if scale is None else float(scale)
     bias = padding_bias(valid, q.device)
 
@@ -518,7 +517,7 @@ def decode_step(
             f"{new_idx.device}"
         )
     out = run_plan(
-        plan, q, k_cache, v_cache, indices, new_idx, topk, scale, bias, block_size, backend
+        plan, q, k_cache, v_cache, indices, new_idx, topk, scale, bias, block_size, kernels
     )
     return out, new_idx
 
@@ -542,17 +541,18 @@ def run_plan(
     scale: float,
     bias: torch.Tensor | None,
     block_size: int,
-    backend: str,
+    kernels: Backend | None,
 ) -> torch.Tensor:
     """The decode step of [decode_step][lc_attention.lychee.attention.decode_step] without
     its checks, for callers that guarantee them (the Hugging Face integration runs it 30
-    times per token): ``backend`` is ``"gather"`` or ``"kernels"``, ``scale`` a float,
+    times per token): ``kernels`` is None for the PyTorch gather path, else the backend
+    handed to ``lc_kernels.decode`` (see [route][lc_attention.lychee.config.route]), ``scale`` a float,
     ``bias`` from [padding_bias][lc_attention.lychee.attention.padding_bias], ``new_idx``
     the ``[B, HQ, topk]`` tensor that receives the published rows (None: nothing to
     publish). Returns ``out [B, HQ, D]``.
     """
     b, hq, d = q.shape
-    if backend == "gather":
+    if kernels is None:
         qs = q * scale  # scaled once for all heads (the same values as per head)
         if plan.all_retrieval:
             # every head dense: one batched call over the KV groups, cache read in place
@@ -571,10 +571,10 @@ def run_plan(
     for grp in plan.groups:
         kj, vj = k_cache[:, :, grp.kv], v_cache[:, :, grp.kv]  # [B, T, D]
         idx: torch.Tensor | None
-        if backend == "kernels":
+        if kernels is not None:
             o, idx = _kernels.retrieval(
                 q.index_select(1, grp.heads_t), kj.unsqueeze(2), vj.unsqueeze(2), topk,
-                scale=scale, block_size=block_size,
+                scale=scale, block_size=block_size, backend=kernels,
             )  # fmt: skip
             if grp.pub and idx is not None:
                 idx = idx.index_select(1, grp.pub_t)
@@ -591,10 +591,10 @@ def run_plan(
             new_idx.index_copy_(1, grp.pub_heads_t, idx)
     if plan.sparse:
         assert indices is not None
-        if backend == "kernels":
+        if kernels is not None:
             # one launch over all heads (the kernel maps query head -> KV head itself);
             # retrieval rows cost k positions each and are discarded
-            o = _kernels.sparse(q, k_cache, v_cache, indices, scale=scale)
+            o = _kernels.sparse(q, k_cache, v_cache, indices, scale=scale, backend=kernels)
             o = o.index_select(1, plan.sparse_t)
         else:
             o = _sparse_gather(

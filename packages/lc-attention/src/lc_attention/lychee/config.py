@@ -4,7 +4,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-BACKENDS = ("auto", "kernels", "gather")
+from lc_kernels.backend import Backend, parse_backend
+
+#: the backends of LycheeDecode's decode step
+BACKENDS: tuple[Backend, ...] = (Backend.AUTO, Backend.TORCH, Backend.TRITON)
+#: spellings of lc-attention 0.13 and earlier, accepted with a DeprecationWarning until 0.15
+DEPRECATED_BACKENDS = {"gather": Backend.TORCH, "kernels": Backend.TRITON}
+
+
+def check_backend(backend: object, name: str = "backend", stacklevel: int = 4) -> Backend | str:
+    """Raise ``ValueError`` unless ``backend`` is one of ``BACKENDS``; warn on an old spelling.
+
+    ``"gather"`` is ``"torch"``; ``"kernels"`` is ``"triton"`` on CUDA and, for the
+    release that still accepts it, keeps running ``lc_kernels.decode``'s PyTorch
+    references on other devices (``"triton"`` there needs Triton's interpreter).
+    Returns the member, or ``"kernels"`` itself (its routing differs on CPU).
+    """
+    member = parse_backend(
+        backend, BACKENDS, deprecated=DEPRECATED_BACKENDS, name=name, stacklevel=stacklevel
+    )
+    return "kernels" if backend == "kernels" else member
+
+
+def route(backend: str, cuda: bool, padded: bool) -> Backend | None:
+    """Where a decode step runs: ``None`` for the PyTorch gather path, else the backend
+    handed to ``lc_kernels.decode`` (``"triton"``, or ``"auto"`` for ``"auto"`` on CUDA
+    and the deprecated ``"kernels"``). ``backend`` was checked by ``check_backend``."""
+    if backend in ("torch", "gather"):
+        return None
+    if backend == "auto":
+        return Backend.AUTO if cuda and not padded else None
+    if padded:
+        raise ValueError("valid (padding) masks are supported by backend='torch' only")
+    return Backend.AUTO if backend == "kernels" else Backend.TRITON
 
 
 @dataclass(frozen=True)
@@ -15,14 +47,16 @@ class LycheeConfig:
         topk: token positions each retrieval head publishes and each sparse head
             attends to (the paper's token budget).
         block_size: block length of the block-wise top-k of the retrieval heads (the
-            ``"kernels"`` backend keeps a partial top-k per block, then merges; the
-            ``"gather"`` backend keeps the ``topk`` blocks with the largest maxima, then
+            ``"triton"`` backend keeps a partial top-k per block, then merges; the
+            ``"torch"`` backend keeps the ``topk`` blocks with the largest maxima, then
             selects among their elements). Both give the exact top-k, so this is a speed
             knob, not a quality knob.
-        backend: ``"kernels"`` calls ``lc_kernels.decode`` (Triton on CUDA, its
-            references elsewhere); ``"gather"`` is plain PyTorch that reads only the
-            selected rows of the cache (the fast path on CPU); ``"auto"`` picks
-            ``"kernels"`` on CUDA and ``"gather"`` elsewhere.
+        backend: a [Backend][lc_kernels.backend.Backend]: ``"triton"`` calls
+            ``lc_kernels.decode``'s Triton kernels; ``"torch"`` is plain PyTorch that
+            reads only the selected rows of the cache (the fast path on CPU); ``"auto"``
+            picks ``lc_kernels.decode`` on CUDA and ``"torch"`` elsewhere. The spellings
+            ``"kernels"`` and ``"gather"`` of earlier releases still work with a
+            ``DeprecationWarning``.
 
     Raises:
         ValueError: a field out of range (the message names field, value and allowed).
@@ -34,12 +68,11 @@ class LycheeConfig:
 
     topk: int = 256
     block_size: int = 16
-    backend: str = "auto"
+    backend: Backend | str = Backend.AUTO
 
     def __post_init__(self) -> None:
         for name in ("topk", "block_size"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        object.__setattr__(self, "backend", check_backend(self.backend, stacklevel=5))

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from lc_attention.hf import _attention_modules
+from lc_attention.integration import attention_modules
 from lc_attention.lychee.cache import PreallocatedCache
 
 
@@ -36,7 +36,7 @@ def _dense(model: torch.nn.Module) -> Iterator[None]:
     """Make LycheeDecode (if enabled) run dense attention inside the block."""
     shared: list[Any] = [
         getattr(m, "lc_lychee").shared  # noqa: B009
-        for m in _attention_modules(model)
+        for m in attention_modules(model)
         if hasattr(m, "lc_lychee")
     ]
     old = [s.dense for s in shared]

@@ -1,9 +1,10 @@
 """Hugging Face integration: decode a loaded transformers model with LycheeDecode.
 
-Uses the same mechanism as the DSSA switch in [lc_attention.hf][]: an attention
+Built on [lc_attention.integration][], the switch shared with DSSA: an attention
 function registered in transformers' ``AttentionInterface`` (here ``"lc_lychee"``, with
 the SDPA boolean mask) and per-module attributes, so ``model.generate()`` and the
-model's ``DynamicCache`` work unchanged. Prefill (more than one query token) and
+model's ``DynamicCache`` work unchanged. What is LycheeDecode's own here: the role map,
+the layer plans and the positions handed from layer to layer. Prefill (more than one query token) and
 contexts shorter than ``topk`` run the model's previous attention implementation
 (``"sdpa"`` or ``"eager"``) unchanged; decode steps run
 [hybrid_decode_attention][lc_attention.lychee.attention.hybrid_decode_attention] layer
@@ -20,24 +21,34 @@ Example:
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 import torch
 
-from lc_attention.hf import SUPPORTED_MODEL_TYPES, _attention_modules, is_dssa_enabled
+from lc_attention import integration
+from lc_attention.integration import (
+    DENSE_IMPLEMENTATIONS,
+    AttentionHandle,
+    AttentionMethod,
+    attention_modules,
+    check_can_enable,
+    dense_function,
+    install,
+    is_enabled,
+    run_dense,
+    sdpa_attention,
+    uninstall,
+)
 from lc_attention.lychee import _kernels
 from lc_attention.lychee.attention import HeadPlan, head_plan, padding_bias, run_plan
-from lc_attention.lychee.config import LycheeConfig
+from lc_attention.lychee.config import LycheeConfig, route
 from lc_attention.lychee.roles import RoleMap, model_fingerprint
+from lc_kernels.backend import Backend
 
 ATTN_NAME = "lc_lychee"
-_PREVIOUS = "_lc_lychee_previous_attn"
 _ATTR = "lc_lychee"
-DENSE_IMPLEMENTATIONS = ("sdpa", "eager")
 
 
 @dataclass
@@ -70,37 +81,6 @@ class _LayerPlan:
     shared: _Shared = field(repr=False)
 
 
-def _dense_function(module: torch.nn.Module, name: str) -> Callable[..., Any]:
-    if name == "eager":
-        fn = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
-        if fn is None:
-            raise ValueError(f"{type(module).__name__} has no eager_attention_forward")
-        return fn  # type: ignore[no-any-return]
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    return sdpa_attention_forward
-
-
-def _run_dense(plan: _LayerPlan, module, query, key, value, attention_mask, **kwargs):
-    q_len, k_len = query.shape[2], key.shape[2]
-    if plan.dense_name == "eager" and attention_mask is None and q_len > 1:
-        # SDPA's mask function returns None for plain causal attention (SDPA then uses
-        # is_causal); eager has no such flag and needs the causal mask spelled out
-        rows = torch.arange(k_len - q_len, k_len, device=query.device).view(q_len, 1)
-        cols = torch.arange(k_len, device=query.device).view(1, k_len)
-        attention_mask = (cols <= rows)[None, None]
-    if (
-        plan.dense_name == "eager"
-        and attention_mask is not None
-        and attention_mask.dtype == torch.bool
-    ):
-        # the registered mask is SDPA's boolean one; eager wants an additive float mask
-        attention_mask = torch.zeros(
-            attention_mask.shape, dtype=query.dtype, device=query.device
-        ).masked_fill(~attention_mask, torch.finfo(query.dtype).min)
-    return plan.dense(module, query, key, value, attention_mask, **kwargs)
-
-
 def lychee_hf_attention(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -128,14 +108,13 @@ def lychee_hf_attention(
     """
     plan: _LayerPlan | None = getattr(module, _ATTR, None)
     if plan is None:
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-        return sdpa_attention_forward(  # type: ignore[no-any-return]
+        return sdpa_attention(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
     if query.shape[2] != 1 or key.shape[2] < plan.config.topk or plan.shared.dense:
-        return _run_dense(  # type: ignore[no-any-return]
-            plan,
+        return run_dense(  # type: ignore[no-any-return]
+            plan.dense,
+            plan.dense_name,
             module,
             query,
             key,
@@ -163,12 +142,9 @@ def lychee_hf_attention(
         if buf is None or buf.shape != shape or buf.device != query.device:
             shared.indices = torch.zeros(shape, dtype=torch.long, device=query.device)
         shared.steps += 1
-    backend = plan.config.backend
-    if backend == "auto":
-        cuda = query.is_cuda and bias is None and _kernels.kernels_available()
-        backend = "kernels" if cuda else "gather"
-    elif backend == "kernels" and bias is not None:
-        raise ValueError("valid (padding) masks are supported by the gather backend only")
+    kernels = route(
+        plan.config.backend, query.is_cuda and _kernels.kernels_available(), bias is not None
+    )
     out = run_plan(
         plan.heads,
         query[:, :, 0],
@@ -180,18 +156,24 @@ def lychee_hf_attention(
         d**-0.5 if scaling is None else float(scaling),
         bias,
         plan.config.block_size,
-        backend,
+        kernels,
     )
     return out.unsqueeze(1), None
 
 
+METHOD = AttentionMethod(
+    name="LycheeDecode",
+    attn_name=ATTN_NAME,
+    function=lychee_hf_attention,
+    module_attrs=(_ATTR,),
+    disable="disable_lychee",
+    wraps=DENSE_IMPLEMENTATIONS,
+)
+
+
 def register() -> None:
     """Register ``"lc_lychee"`` in transformers' attention and mask interfaces (idempotent)."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    AttentionInterface.register(ATTN_NAME, lychee_hf_attention)
-    AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)
+    integration.register(METHOD)
 
 
 def _is_sliding(module: torch.nn.Module) -> bool:
@@ -215,33 +197,21 @@ def _publish_plan(retrieval: list[list[bool]], hybrid: list[bool]) -> list[list[
     return publish
 
 
-class LycheeHandle:
+class LycheeHandle(AttentionHandle):
     """Returned by [enable_lychee][lc_attention.lychee.hf.enable_lychee]; a context
     manager that restores the model on exit."""
 
     def __init__(
         self, model: torch.nn.Module, role_map: RoleMap, config: LycheeConfig, shared: _Shared
     ):
-        self.model = model
+        super().__init__(model, METHOD, config)
         self.role_map = role_map
-        self.config = config
         self._shared = shared
 
     @property
     def hybrid_steps(self) -> int:
         """Decode steps that ran hybrid attention so far (dense steps not counted)."""
         return self._shared.steps
-
-    def __enter__(self) -> torch.nn.Module:
-        return self.model
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        disable_lychee(self.model)
 
 
 def enable_lychee(
@@ -250,7 +220,7 @@ def enable_lychee(
     *,
     topk: int | None = None,
     block_size: int | None = None,
-    backend: str | None = None,
+    backend: Backend | str | None = None,
     config: LycheeConfig | None = None,
     strict_name: bool = True,
 ) -> LycheeHandle:
@@ -262,7 +232,8 @@ def enable_lychee(
         role_map: per-head roles learned for this model (checked against its fingerprint).
         topk: token positions per head (overrides ``config.topk``).
         block_size: block length of the kernels' block-wise top-k (overrides config).
-        backend: ``"auto" | "kernels" | "gather"`` (overrides config).
+        backend: ``"auto" | "torch" | "triton"`` (overrides config; see
+            [LycheeConfig][lc_attention.lychee.config.LycheeConfig]).
         config: base [LycheeConfig][lc_attention.lychee.config.LycheeConfig].
         strict_name: also require the role map's model name to match.
 
@@ -285,24 +256,9 @@ def enable_lychee(
         if v is not None
     }
     cfg = LycheeConfig(**{**base.__dict__, **overrides})
-    mcfg = getattr(model, "config", None)
-    mtype = getattr(mcfg, "model_type", None)
-    if mtype not in SUPPORTED_MODEL_TYPES:
-        raise ValueError(
-            f"LycheeDecode supports model types {SUPPORTED_MODEL_TYPES}, got {mtype!r}"
-        )
-    if hasattr(model, _PREVIOUS):
-        raise ValueError("LycheeDecode is already enabled on this model; call disable_lychee first")
-    if is_dssa_enabled(model):
-        raise ValueError("DSSA is enabled on this model; disable it before enabling LycheeDecode")
-    previous = mcfg._attn_implementation  # type: ignore[union-attr]
-    if previous not in DENSE_IMPLEMENTATIONS:
-        raise ValueError(
-            f"LycheeDecode wraps the {DENSE_IMPLEMENTATIONS} implementations, the model uses "
-            f"{previous!r}; load it with attn_implementation='sdpa'"
-        )
+    previous = check_can_enable(model, METHOD)  # family, another method, sdpa/eager
     role_map.check_model(model, strict_name=strict_name)
-    mods = sorted(_attention_modules(model), key=lambda m: int(m.layer_idx))  # type: ignore[arg-type]
+    mods = sorted(attention_modules(model), key=lambda m: int(m.layer_idx))  # type: ignore[arg-type]
     if [int(m.layer_idx) for m in mods] != list(range(role_map.num_layers)):  # type: ignore[arg-type]
         raise ValueError(f"expected attention modules for layers 0..{role_map.num_layers - 1}")
     hybrid = [not _is_sliding(m) for m in mods]
@@ -317,28 +273,23 @@ def enable_lychee(
     roles = [list(r) for r in role_map.retrieval]
     publish = _publish_plan(roles, hybrid)
     shared = _Shared()
-    register()
     num_kv = int(model_fingerprint(model)["num_kv_heads"])
+    plans: dict[int, _LayerPlan] = {}
     for layer, m in enumerate(mods):
         if not hybrid[layer]:
             continue
         dev = next(m.parameters()).device
-        setattr(
-            m,
-            _ATTR,
-            _LayerPlan(
-                config=cfg,
-                retrieval=torch.tensor(roles[layer], dtype=torch.bool, device=dev),
-                publish=torch.tensor(publish[layer], dtype=torch.bool, device=dev),
-                heads=head_plan(roles[layer], publish[layer], role_map.num_heads, num_kv, dev),
-                first=layer == first,
-                dense=_dense_function(m, previous),
-                dense_name=previous,
-                shared=shared,
-            ),
+        plans[id(m)] = _LayerPlan(
+            config=cfg,
+            retrieval=torch.tensor(roles[layer], dtype=torch.bool, device=dev),
+            publish=torch.tensor(publish[layer], dtype=torch.bool, device=dev),
+            heads=head_plan(roles[layer], publish[layer], role_map.num_heads, num_kv, dev),
+            first=layer == first,
+            dense=dense_function(m, previous),
+            dense_name=previous,
+            shared=shared,
         )
-    setattr(model, _PREVIOUS, previous)
-    model.set_attn_implementation(ATTN_NAME)  # type: ignore[operator]
+    install(model, METHOD, lambda m: {_ATTR: plans[id(m)]} if id(m) in plans else None)
     return LycheeHandle(model, role_map, cfg, shared)
 
 
@@ -348,15 +299,9 @@ def disable_lychee(model: torch.nn.Module) -> None:
     Raises:
         ValueError: LycheeDecode is not enabled on ``model``.
     """
-    if not hasattr(model, _PREVIOUS):
-        raise ValueError("LycheeDecode is not enabled on this model")
-    model.set_attn_implementation(getattr(model, _PREVIOUS))  # type: ignore[operator]
-    for m in _attention_modules(model):
-        if hasattr(m, _ATTR):
-            delattr(m, _ATTR)
-    delattr(model, _PREVIOUS)
+    uninstall(model, METHOD)
 
 
 def is_lychee_enabled(model: torch.nn.Module) -> bool:
     """Whether [enable_lychee][lc_attention.lychee.hf.enable_lychee] is active on ``model``."""
-    return hasattr(model, _PREVIOUS)
+    return is_enabled(model, METHOD)

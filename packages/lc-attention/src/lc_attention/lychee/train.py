@@ -49,7 +49,7 @@ from typing import Any
 
 import torch
 
-from lc_attention.hf import _attention_modules
+from lc_attention.integration import attention_modules, register_function
 from lc_attention.lychee.hardkuma import STRETCH_HIGH, STRETCH_LOW, HardKumaGates
 from lc_attention.lychee.ranking import ScoreAverage, annealed_target, select_by_rank
 from lc_attention.lychee.roles import RoleMap, model_fingerprint
@@ -237,11 +237,7 @@ def lychee_train_attention(
 
 
 def _register() -> None:
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    AttentionInterface.register(TRAIN_ATTN_NAME, lychee_train_attention)
-    AttentionMaskInterface.register(TRAIN_ATTN_NAME, sdpa_mask)
+    register_function(TRAIN_ATTN_NAME, lychee_train_attention)
 
 
 def _as_batch(sequences: Sequence[torch.Tensor] | torch.Tensor) -> torch.Tensor:
@@ -314,7 +310,7 @@ def train_head_roles(
     group = num_heads // fp["num_kv_heads"] if cfg.gate_unit == "kv_head" else 1
     units = num_heads // group  # gates per layer
     total = num_layers * units
-    mods = sorted(_attention_modules(model), key=lambda m: int(m.layer_idx))  # type: ignore[arg-type]
+    mods = sorted(attention_modules(model), key=lambda m: int(m.layer_idx))  # type: ignore[arg-type]
     windows = [getattr(m, "sliding_window", None) or None for m in mods]
     if all(w is not None for w in windows):
         raise ValueError("the model has no full-attention layer to learn roles for")
