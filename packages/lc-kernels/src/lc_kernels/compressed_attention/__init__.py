@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# the selection rule lives in lc_kernels.block_select; kept importable from here
+from lc_kernels.block_select.reference import topk_blocks_from_scores
 from lc_kernels.compressed_attention.api import (
     compressed_attention,
     group_block_scores,
@@ -13,7 +15,6 @@ from lc_kernels.compressed_attention.reference import (
     mean_pool_compress,
     num_compressed,
     num_query_groups,
-    topk_blocks_from_scores,
 )
 
 __all__ = [

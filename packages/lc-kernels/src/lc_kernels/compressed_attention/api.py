@@ -7,12 +7,13 @@ from typing import overload
 import torch
 
 from lc_kernels._common import check_qkv, default_scale, resolve_backend
+from lc_kernels.backend import Backend
+from lc_kernels.block_select.reference import topk_blocks_from_scores
 from lc_kernels.compressed_attention.reference import (
     block_scores_reference,
     compressed_attention_reference,
     group_block_scores_reference,
     num_compressed,
-    topk_blocks_from_scores,
 )
 
 
@@ -222,7 +223,7 @@ def group_block_scores(
     block_size: int = 64,
     query_block: int = 1,
     scale: float | None = None,
-    backend: str = "auto",
+    backend: Backend | str = "auto",
 ) -> torch.Tensor:
     """Block scores of InfLLM-v2 (stage 1 of DSSA), shared by position-aligned query groups.
 

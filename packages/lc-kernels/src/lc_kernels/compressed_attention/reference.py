@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from lc_kernels._common import acc_dtype, zeros_output
+from lc_kernels.block_select.reference import topk_blocks_from_scores  # noqa: F401 (re-export)
 
 
 def num_compressed(seq_len: int, kernel_size: int, stride: int) -> int:
@@ -159,45 +160,6 @@ def block_scores_reference(
         sc = (p @ over).view(b, hkv, g, e - a, nb).sum(2)  # [B, H_kv, t, NB]
         out[:, a:e] = sc.permute(0, 2, 1, 3)
     return out
-
-
-def topk_blocks_from_scores(
-    scores: torch.Tensor,
-    block_size: int,
-    top_k: int,
-    init_blocks: int,
-    local_blocks: int,
-    positions: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Top-k block ids from ``scores [B, T, H_kv, NB]`` with forced and excluded blocks.
-
-    The first ``init_blocks`` blocks and the ``local_blocks`` most recent blocks (the
-    token's own block and the ones just before it) are always taken; future blocks never.
-    Slots that cannot be filled (early tokens) hold ``-1``.
-
-    Args:
-        scores: ``[B, T, H_kv, NB]`` block importance.
-        block_size: tokens per selection block.
-        top_k: blocks per token.
-        init_blocks: leading blocks always taken.
-        local_blocks: most recent blocks always taken.
-        positions: ``[T]`` position of each query row (default ``0..T-1``; decoding
-            passes the positions of the new tokens).
-
-    Returns:
-        ``[B, T, H_kv, top_k]`` int32 block ids.
-    """
-    b, t, h, nb = scores.shape
-    pos = torch.arange(t, device=scores.device) if positions is None else positions
-    own = (pos // block_size).view(1, t, 1, 1)
-    j = torch.arange(nb, device=scores.device).view(1, 1, 1, nb)
-    forced = (j < init_blocks) | ((j <= own) & (j > own - local_blocks))
-    s = torch.where(forced, torch.full_like(scores, float("inf")), scores)
-    s = torch.where(j > own, torch.full_like(s, float("-inf")), s)
-    if top_k > nb:
-        s = torch.cat([s, s.new_full((b, t, h, top_k - nb), float("-inf"))], -1)
-    val, idx = torch.topk(s, top_k, dim=-1)
-    return torch.where(val == float("-inf"), torch.full_like(idx, -1), idx).to(torch.int32)
 
 
 def num_query_groups(start: int, t: int, query_block: int) -> int:
