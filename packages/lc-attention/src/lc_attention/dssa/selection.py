@@ -17,11 +17,8 @@ import torch.nn.functional as F
 
 from lc_attention.dssa.config import DSSAConfig
 from lc_kernels import mean_pool_compress, num_compressed
-from lc_kernels.compressed_attention import (
-    group_block_scores,
-    num_query_groups,
-    topk_blocks_from_scores,
-)
+from lc_kernels.block_select import topk_blocks_from_scores
+from lc_kernels.compressed_attention import group_block_scores, num_query_groups
 
 
 def summary_span(config: DSSAConfig) -> tuple[int, int]:

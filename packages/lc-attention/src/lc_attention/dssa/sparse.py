@@ -16,6 +16,7 @@ import itertools
 import torch
 import torch.nn.functional as F
 
+from lc_kernels.block_select import forced_block_ids
 from lc_kernels.compressed_attention import num_query_groups
 
 # mask entries (queries x heads x gathered keys) per chunk of tiles: bounds the memory
@@ -426,25 +427,14 @@ def _forced_slots(
     """The blocks forced for each ``block_size``-aligned tile of queries.
 
     Returns:
-        ``(own [nT] block of each tile, ids [nT, F] forced block ids, ok [nT, F] whether a
-        slot holds a block)``, ``F = init_blocks + max(1, local_blocks)``: the initial
-        blocks, then the local window ending at the own block (always included). A slot
-        is empty when its block is negative, after the own block, or (for a local slot)
-        one of the initial blocks, so that each block counts once.
+        ``(own [nT] block of each tile, ids [nT, F], ok [nT, F])``: lc-kernels'
+        [forced_block_ids][lc_kernels.block_select.reference.forced_block_ids] of each
+        tile's own block, the one forced-block rule of every method.
     """
     n_tiles = -(-(start % block_size + t) // block_size)
     tile0 = start // block_size
     own = torch.arange(tile0, tile0 + n_tiles, device=device)
-    n_loc = max(1, local_blocks)
-    ids = torch.cat(
-        [
-            torch.arange(init_blocks, device=device).expand(n_tiles, -1),
-            own[:, None] - torch.arange(n_loc - 1, -1, -1, device=device),
-        ],
-        1,
-    )
-    ok = (ids >= 0) & (ids <= own[:, None])
-    ok[:, init_blocks:] &= ids[:, init_blocks:] >= init_blocks
+    ids, ok = forced_block_ids(own, init_blocks, local_blocks)
     return own, ids, ok
 
 

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from lc_attention.lychee import _kernels
 from lc_attention.lychee.config import check_backend, route
 from lc_kernels.backend import Backend
+from lc_kernels.block_select import block_max_topk, cached_arange
 
 
 def _as_mask(x: Sequence[bool] | torch.Tensor, n: int, name: str) -> list[bool]:
@@ -206,19 +206,7 @@ def head_plan(
     )
 
 
-_ARANGE: dict[tuple[int, int, torch.device], torch.Tensor] = {}
-
-
-def _arange(start: int, stop: int, device: torch.device) -> torch.Tensor:
-    """``torch.arange(start, stop)`` on ``device``, built once per (start, stop, device)
-    (the decode loop asks for the same few ranges at every step)."""
-    key = (start, stop, device)
-    r = _ARANGE.get(key)
-    if r is None:
-        if len(_ARANGE) > 256:
-            _ARANGE.clear()
-        r = _ARANGE[key] = torch.arange(start, stop, device=device)
-    return r
+_arange = cached_arange  # the decode loop asks for the same few ranges at every step
 
 
 def _row_table(x: torch.Tensor) -> tuple[torch.Tensor, int, int] | None:
@@ -295,41 +283,8 @@ def _sparse_gather(
     return torch.bmm(p, vs).view(b, s, -1)
 
 
-def block_topk_indices(scores: torch.Tensor, k: int, block_size: int) -> torch.Tensor:
-    """Positions of the ``k`` largest entries of each row of ``scores [..., T]`` (unsorted).
-
-    Block-wise selection: split each row into blocks of ``block_size``, keep the ``k``
-    blocks with the largest maxima, and take the top ``k`` among their elements. This is
-    exact: if an element of the top ``k`` sat in a block outside the kept ones, each of the
-    ``k`` kept blocks would hold an element at least as large, so it would rank ``k + 1``
-    or later (ties aside, where any choice is a valid top ``k``). A last partial block is
-    always a candidate. It reads the row once for the maxima and then selects among only
-    ``k * block_size`` candidates. Falls back to
-    ``torch.topk`` when the candidates would not be fewer than the row.
-
-    Example:
-        >>> s = torch.tensor([[0.0, 5.0, 1.0, 4.0, 3.0, 9.0, 2.0]])
-        >>> sorted(block_topk_indices(s, 2, 2)[0].tolist())
-        [1, 5]
-    """
-    t = scores.shape[-1]
-    nb = t // block_size  # whole blocks; a shorter tail is always kept as candidates
-    if k * block_size >= t or k >= nb:
-        return torch.topk(scores, k, dim=-1, sorted=False).indices
-    lead = scores.shape[:-1]
-    x = scores.reshape(-1, t)
-    r, whole = x.shape[0], nb * block_size
-    # block maxima; max pooling reads the row as fast as a copy (amax over an inner
-    # dimension of 16 is about twice slower on CPU)
-    maxima = F.max_pool1d(x[:, None, :whole], block_size).view(r, nb)
-    top_blocks = torch.topk(maxima, k, dim=-1, sorted=False).indices  # [R, k]
-    offs = _arange(0, block_size, x.device)
-    cand = offs.add(top_blocks.unsqueeze(-1), alpha=block_size).view(r, -1)
-    if whole < t:
-        tail = _arange(whole, t, x.device).expand(r, t - whole)
-        cand = torch.cat([cand, tail], dim=1)
-    pick = torch.topk(x.gather(1, cand), k, dim=-1, sorted=False).indices
-    return cand.gather(1, pick).view(*lead, k)
+#: exact block-wise top-k of each row, unsorted (lc-kernels' block selection module)
+block_topk_indices = block_max_topk
 
 
 def _dense_group(

@@ -131,7 +131,8 @@ class NativeSparseAttention(nn.Module):
     def _decode(self, x: torch.Tensor, cache: NSACache) -> tuple[torch.Tensor, torch.Tensor]:
         """New tokens against the cache: incremental compression, selection and window."""
         from lc_kernels import num_compressed, selected_attention
-        from lc_kernels.compressed_attention.reference import block_overlap, topk_blocks_from_scores
+        from lc_kernels.block_select import topk_blocks_from_scores
+        from lc_kernels.compressed_attention.reference import block_overlap
 
         c = self.config
         b, n, _ = x.shape
