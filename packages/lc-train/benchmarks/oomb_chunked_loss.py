@@ -37,25 +37,12 @@ OUT = Path(__file__).resolve().parents[3] / "docs" / "benchmarks" / "lc-train-oo
 VOCAB = 151_936  # Qwen2.5
 
 
-def _status_mb(field: str) -> float:
-    """``VmRSS`` (resident now) or ``VmHWM`` (peak resident) of this process, in MB."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def _reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
-
 def run_cell(loss_chunk: int | None, length: int, args: argparse.Namespace) -> dict:
     """One chunk-recurrent step in this process; returns its measurements."""
     import torch
 
     from lc_train.oomb import ChunkRecurrentConfig, chunk_recurrent_backward
+    from lc_train.oomb.memory import reset_peak_rss, rss_mb
 
     model = _model(args, length)
     ids = torch.randint(0, VOCAB, (1, length), generator=torch.Generator().manual_seed(length))
@@ -64,12 +51,12 @@ def run_cell(loss_chunk: int | None, length: int, args: argparse.Namespace) -> d
     cfg = ChunkRecurrentConfig(
         chunk_size=args.chunk, page_size=128, block_tokens=args.chunk, loss_chunk_size=loss_chunk
     )
-    base = _status_mb("VmRSS")
-    _reset_peak()
+    base = rss_mb("VmRSS")
+    reset_peak_rss()
     start = time.perf_counter()
     result = chunk_recurrent_backward(model, ids, config=cfg)
     seconds = time.perf_counter() - start
-    peak = _status_mb("VmHWM")
+    peak = rss_mb("VmHWM")
     grad = torch.cat([p.grad.flatten() for p in model.parameters()])
     path = Path(args.grad_dir) / f"{loss_chunk}_{length}.pt"
     torch.save(grad, path)
