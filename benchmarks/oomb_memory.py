@@ -32,27 +32,13 @@ OUT = Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "lc-train"
 METHODS = ("ordinary", "checkpointing", "oomb")
 
 
-def _status_mb(field: str) -> float:
-    """``VmRSS`` (resident now) or ``VmHWM`` (peak resident) of this process, in MB."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def _reset_peak() -> None:
-    """Reset the kernel's peak-RSS counter so that loading the model is not counted."""
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
-
 def run_cell(method: str, length: int, args: argparse.Namespace) -> dict:
     """One training step in this process; returns its measurements."""
     import torch
 
     from lc_agents.models import load_model
     from lc_train.oomb import ChunkRecurrentConfig, chunk_recurrent_backward
+    from lc_train.oomb.memory import reset_peak_rss, rss_mb
 
     torch.manual_seed(0)
     cuda = args.device == "cuda"
@@ -69,8 +55,8 @@ def run_cell(method: str, length: int, args: argparse.Namespace) -> dict:
         base = torch.cuda.memory_allocated() / 2**20
         torch.cuda.reset_peak_memory_stats()
     else:
-        base = _status_mb("VmRSS")
-        _reset_peak()
+        base = rss_mb("VmRSS")
+        reset_peak_rss()  # loading the model is not counted
     start = time.perf_counter()
     if method == "oomb":
         config = ChunkRecurrentConfig(chunk_size=args.chunk, offload=args.offload)
@@ -84,7 +70,7 @@ def run_cell(method: str, length: int, args: argparse.Namespace) -> dict:
     if cuda:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else _status_mb("VmHWM")
+    peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else rss_mb("VmHWM")
     return {
         "method": method,
         "length": length,
