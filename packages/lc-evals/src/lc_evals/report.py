@@ -261,6 +261,25 @@ def heatmap_grid(
     return lengths, depths, grid
 
 
+def _length_unit(results: Sequence[Result]) -> str:
+    """The length unit the results' items were measured in (``"tokens"`` if none says)."""
+    return next(
+        (r.metadata["length_unit"] for r in results if r.metadata.get("length_unit")), "tokens"
+    )
+
+
+def _save(fig: Any, path: str | Path) -> Path:
+    """Write ``fig`` as PNG to ``path`` (parents made) and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
 def plot_niah_heatmap(
     results: Sequence[Result],
     path: str | Path,
@@ -286,9 +305,7 @@ def plot_niah_heatmap(
     im = ax.imshow(grid, cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
     ax.set_xticks(range(len(lengths)), [str(x) for x in lengths], rotation=45)
     ax.set_yticks(range(len(depths)), [f"{100 * d:.0f}%" for d in depths])
-    unit = next(
-        (r.metadata.get("length_unit") for r in results if r.metadata.get("length_unit")), "tokens"
-    )
+    unit = _length_unit(results)
     ax.set_xlabel(f"context length ({unit})")
     ax.set_ylabel("needle depth")
     for i in range(len(depths)):
@@ -297,12 +314,7 @@ def plot_niah_heatmap(
                 ax.text(j, i, f"{100 * grid[i][j]:.0f}", ha="center", va="center", fontsize=7)
     ax.set_title(title or f"NIAH accuracy{'' if task is None else f' ({task})'}")
     fig.colorbar(im, ax=ax, label="score")
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return _save(fig, path)
 
 
 def plot_accuracy_vs_length(
@@ -328,17 +340,10 @@ def plot_accuracy_vs_length(
     ax.minorticks_off()
     ax.set_xticks(lengths, [_short(x) for x in lengths])
     ax.set_ylim(-0.02, 1.02)
-    unit = next(
-        (r.metadata.get("length_unit") for r in results if r.metadata.get("length_unit")), "tokens"
-    )
+    unit = _length_unit(results)
     ax.set_xlabel(f"context length ({unit})")
     ax.set_ylabel("mean score")
     ax.set_title(title or "accuracy vs context length")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return _save(fig, path)

@@ -114,13 +114,10 @@ def _tokens(text: str) -> list[str]:
     return normalize(text).split()
 
 
-def token_f1(prediction: str, answers: Sequence[str]) -> float:
-    """SQuAD token F1 between the prediction and the best-matching answer.
-
-    Examples:
-        >>> round(token_f1("the cat sat", ["a cat sat down"]), 3)
-        0.8
-    """
+def _best_f1(
+    prediction: str, answers: Sequence[str], overlap: Callable[[list[str], list[str]], int]
+) -> float:
+    """The best F1 over ``answers`` of ``overlap`` between normalized token lists."""
     _check(answers)
     pred = _tokens(prediction)
     best = 0.0
@@ -129,11 +126,25 @@ def token_f1(prediction: str, answers: Sequence[str]) -> float:
         if not pred or not ref:
             best = max(best, float(pred == ref))
             continue
-        common = sum((Counter(pred) & Counter(ref)).values())
-        if common:
-            p, r = common / len(pred), common / len(ref)
+        shared = overlap(pred, ref)
+        if shared:
+            p, r = shared / len(pred), shared / len(ref)
             best = max(best, 2 * p * r / (p + r))
     return best
+
+
+def _common(a: list[str], b: list[str]) -> int:
+    return sum((Counter(a) & Counter(b)).values())
+
+
+def token_f1(prediction: str, answers: Sequence[str]) -> float:
+    """SQuAD token F1 between the prediction and the best-matching answer.
+
+    Examples:
+        >>> round(token_f1("the cat sat", ["a cat sat down"]), 3)
+        0.8
+    """
+    return _best_f1(prediction, answers, _common)
 
 
 def _lcs(a: list[str], b: list[str]) -> int:
@@ -153,19 +164,7 @@ def rouge_l(prediction: str, answers: Sequence[str]) -> float:
         >>> round(rouge_l("police killed the gunman", ["police kill the gunman"]), 3)
         0.667
     """
-    _check(answers)
-    pred = _tokens(prediction)
-    best = 0.0
-    for a in answers:
-        ref = _tokens(a)
-        if not pred or not ref:
-            best = max(best, float(pred == ref))
-            continue
-        lcs = _lcs(pred, ref)
-        if lcs:
-            p, r = lcs / len(pred), lcs / len(ref)
-            best = max(best, 2 * p * r / (p + r))
-    return best
+    return _best_f1(prediction, answers, _lcs)
 
 
 SCORERS: dict[str, Scorer] = {
