@@ -10,6 +10,7 @@ lc-evals' own copy.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 
@@ -224,3 +225,42 @@ def test_plain_context_counted_suite_is_the_configs_own_items() -> None:
             own.question,
             own.answers,
         )
+
+
+def test_cli_writes_a_ruler_suite_that_runs_and_exports_the_answer_prefix(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from lc_evals.cli import app
+
+    runner = CliRunner()
+    suite = tmp_path / "ruler.jsonl"
+    res = runner.invoke(
+        app,
+        ["ruler", "-l", "2500", "-n", "2", "-c", "niah_single_1", "-c", "vt", "--out", str(suite)],
+    )
+    assert res.exit_code == 0, res.output
+    items = lc_evals.load_suite(suite)
+    assert [i.id for i in items] == [
+        "niah_single_1/L2500/0",
+        "niah_single_1/L2500/1",
+        "vt/L2500/0",
+        "vt/L2500/1",
+    ]
+    assert items == lc_evals.ruler_suite([2500], n=2, seed=0, configs=["niah_single_1", "vt"])
+
+    class Echo:  # replies with the last line of the prompt it was sent
+        identity = "echo-last-line"
+
+        def chat(self, messages, **options):
+            return messages[-1]["content"].rsplit("\n", 1)[-1]
+
+    results = lc_evals.run(Echo(), items, tmp_path / "echo.jsonl")
+    for r, i in zip(results, items):  # the model was sent RULER's prompt
+        assert r.prediction.endswith(i.question + i.metadata["answer_prefix"])
+    files = lc_evals.export_lm_eval(results, tmp_path / "out", model="echo")
+    samples = [f for f in files if f.name.startswith("samples_niah_single_1")]
+    doc = json.loads(samples[0].read_text().splitlines()[0])["doc"]
+    assert doc["gen_prefix"] == items[0].metadata["answer_prefix"]
+    bad = runner.invoke(app, ["ruler", "-l", "2500", "-c", "nope", "--out", str(suite)])
+    assert bad.exit_code != 0
+    assert "unknown RULER configuration" in bad.output

@@ -1,10 +1,11 @@
-"""The ``lc-evals`` command line: ``tasks``, ``generate``, ``run``, ``report``, ``compare``,
-``export``.
+"""The ``lc-evals`` command line: ``tasks``, ``generate``, ``ruler``, ``run``, ``report``,
+``compare``, ``export``.
 
 Examples::
 
     lc-evals generate niah_single -l 1024 -l 4096 --depth 0 --depth 0.5 --depth 1 \\
         -n 5 --seed 0 -o haystack=essay --out suite.jsonl
+    lc-evals ruler -l 4096 -l 16384 -n 25 --tokenizer tokenizer.json --out ruler.jsonl
     lc-evals run suite.jsonl --system my_module:my_system --out results.jsonl
     lc-evals run suite.jsonl --endpoint http://127.0.0.1:8000/v1 --model m --workers 8 --out results.jsonl
     lc-evals report results.jsonl --out-dir report/
@@ -170,6 +171,51 @@ def generate_command(
         depths=depth or None,
         tokenizer=_load_tokenizer(tokenizer),
         **_parse_options(option or []),
+    )
+    write_suite(items, out)
+    typer.echo(f"wrote {len(items)} items to {out}")
+
+
+@app.command("ruler")
+@_friendly
+def ruler_command(
+    out: Annotated[Path, typer.Option("--out", help="suite file to write (JSON Lines)")],
+    length: Annotated[
+        list[int], typer.Option("--length", "-l", help="target length; repeat for several")
+    ],
+    n: Annotated[int, typer.Option("--n", "-n", help="items per configuration and length")] = 1,
+    seed: Annotated[int, typer.Option(help="explicit seed")] = 0,
+    config: Annotated[
+        list[str] | None,
+        typer.Option("--config", "-c", help="RULER configuration; repeat (default: all 13)"),
+    ] = None,
+    template: Annotated[
+        str, typer.Option(help="'ruler' (RULER's wording) or 'plain' (lc-evals' question)")
+    ] = "ruler",
+    length_counts: Annotated[
+        str, typer.Option(help="'prompt' (whole prompt + reserve, as RULER) or 'context'")
+    ] = "prompt",
+    reserve: Annotated[
+        int | None,
+        typer.Option(help="units kept for the answer; default: RULER's tokens_to_generate"),
+    ] = None,
+    tokenizer: Annotated[
+        str | None, typer.Option(help="tokenizer.json path or 'module:attr'; default: characters")
+    ] = None,
+) -> None:
+    """Generate RULER's configurations (ruler_suite) and write them as JSON Lines."""
+    from lc_evals.results import write_suite
+    from lc_evals.ruler_configs import ruler_suite
+
+    items = ruler_suite(
+        length,
+        n=n,
+        seed=seed,
+        configs=config or None,
+        tokenizer=_load_tokenizer(tokenizer),
+        template=template,
+        length_counts=length_counts,
+        reserve=reserve,
     )
     write_suite(items, out)
     typer.echo(f"wrote {len(items)} items to {out}")

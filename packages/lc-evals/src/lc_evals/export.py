@@ -4,16 +4,19 @@ lm-evaluation-harness reports RULER as the task group ``ruler`` whose tasks scor
 metric per context length: ``results[<task>]["4096,none"]`` is the mean score of the
 items of length 4,096 (a fraction in ``[0, 1]``), with ``"4096_stderr,none"`` beside it,
 and one ``samples_<task>_<date>.jsonl`` per task holds each item's document
-(``input``, ``outputs``, ``max_length``), the reply (``resps``, ``filtered_resps``) and
-its score under the length's metric name.
+(``input``, ``outputs``, ``max_length``, ``gen_prefix``: RULER's answer prefix), the
+reply (``resps``, ``filtered_resps``) and its score under the length's metric name.
 
 :func:`export_lm_eval` writes the same files from a results file of
 :func:`lc_evals.run`. Items of a RULER configuration get lm-eval's task name
 (:func:`lm_eval_task_name`: ``niah_single`` over the repeated filler with number values
 is ``niah_single_1``, ``variable_tracking`` is ``ruler_vt`` ...); other tasks keep their
 own name (lm-eval's ``ruler_qa_squad`` and ``ruler_qa_hotpot`` have no counterpart here:
-the ``qa_1``/``qa_2`` stand-ins of :mod:`lc_evals.ruler_configs` keep their names). Scores are lc-evals' scores: ``contains_all`` matches whole words where lm-eval
-matches substrings, so a reply that runs an answer into another word scores lower here.
+the ``qa_1``/``qa_2`` stand-ins of :mod:`lc_evals.ruler_configs` keep their names).
+A sample's ``doc`` holds no ``input`` (results do not keep the prompt) but keeps the
+item's answer prefix as ``gen_prefix`` when it has one. Scores are lc-evals' scores:
+``contains_all`` matches whole words where lm-eval matches substrings, so a reply that
+runs an answer into another word scores lower here.
 """
 
 from __future__ import annotations
@@ -120,6 +123,11 @@ def export_lm_eval(
                         "max_length": length,
                         "length": r.metadata.get("length"),
                         "length_unit": r.metadata.get("length_unit"),
+                        **(
+                            {"gen_prefix": r.metadata["answer_prefix"]}
+                            if "answer_prefix" in r.metadata
+                            else {}
+                        ),
                     },
                     "target": r.answers[0] if len(r.answers) == 1 else list(r.answers),
                     "resps": [[r.prediction]],
