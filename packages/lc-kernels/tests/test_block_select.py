@@ -92,3 +92,20 @@ def test_both_exact_topk_paths_agree(block: int) -> None:
     s = torch.randn(2, 3, 100, generator=torch.Generator().manual_seed(7))
     _, kernel_path = block_topk(s, 9, block_size=block, backend="torch")
     assert torch.equal(block_max_topk(s, 9, block).sort(-1).values, kernel_path.sort(-1).values)
+
+
+@pytest.mark.parametrize("n", [1, 5, 37])
+def test_block_scores_of_later_queries_are_the_prefill_rows(n: int) -> None:
+    """NSA's decode scores (``start`` > 0) equal the prefill's rows at those positions."""
+    from lc_kernels import mean_pool_compress
+    from lc_kernels.compressed_attention import block_scores_reference
+
+    g = torch.Generator().manual_seed(n)
+    q, k = torch.randn(2, 150, 4, 8, generator=g), torch.randn(2, 150, 2, 8, generator=g)
+    kc = mean_pool_compress(k, 16, 8)
+    full = block_scores_reference(q, kc, 16, 8, 32, 0.3)
+    tail = block_scores_reference(q[:, -n:], kc, 16, 8, 32, 0.3, start=150 - n, kv_len=150)
+    torch.testing.assert_close(tail, full[:, -n:])
+    assert not torch.allclose(
+        block_scores_reference(q[:, -n:], kc, 16, 8, 32, 0.3, kv_len=150), full[:, -n:]
+    )

@@ -23,10 +23,11 @@ def num_compressed(seq_len: int, kernel_size: int, stride: int) -> int:
 
 
 def compressed_visibility(
-    seq_len: int, n_cmp: int, kernel_size: int, stride: int, device: torch.device
+    seq_len: int, n_cmp: int, kernel_size: int, stride: int, device: torch.device, start: int = 0
 ) -> torch.Tensor:
-    """``[T, C]`` bool: query ``t`` sees compressed token ``c`` iff its span ends at or before ``t``."""
-    t = torch.arange(seq_len, device=device)
+    """``[T, C]`` bool: query ``t`` (at key position ``start + t``) sees compressed token
+    ``c`` iff its span ends at or before that position."""
+    t = torch.arange(start, start + seq_len, device=device)
     end = torch.arange(n_cmp, device=device) * stride + kernel_size - 1
     return end[None, :] <= t[:, None]
 
@@ -131,24 +132,38 @@ def block_scores_reference(
     block_size: int,
     scale: float,
     chunk: int = 1024,
+    start: int = 0,
+    kv_len: int | None = None,
 ) -> torch.Tensor:
     """Importance of each selection block for each token, shared by the query heads of a group.
 
     The compressed-attention probabilities ``p[t, h, c]`` are spread onto the selection
     blocks that span ``c`` overlaps and summed over the ``G`` query heads of each KV head.
+    Query ``t`` sits at key position ``start + t`` and sees the spans that end at or
+    before it (a prefill: ``start = 0``; decoding: the positions of the new tokens).
+
+    Args:
+        q: ``[B, T, HQ, D]`` queries.
+        k_cmp: ``[B, C, H_kv, D]`` compressed keys of the ``kv_len`` keys.
+        kernel_size, stride: span and step of the compressed keys.
+        block_size: selection block length.
+        scale: softmax scale.
+        chunk: queries scored at a time.
+        start: key position of the first query.
+        kv_len: number of keys (default ``start + T``).
 
     Returns:
-        ``[B, T, H_kv, NB]`` fp32 scores, ``NB = ceil(T / block_size)``.
+        ``[B, T, H_kv, NB]`` fp32 scores, ``NB = ceil(kv_len / block_size)``.
     """
     b, t, hq, _ = q.shape
     c, hkv = k_cmp.shape[1], k_cmp.shape[2]
     g = hq // hkv
-    nb = -(-t // block_size)
+    nb = -(-(start + t if kv_len is None else kv_len) // block_size)
     out = torch.zeros(b, t, hkv, nb, device=q.device, dtype=torch.float32)
     if c == 0:
         return out
     over = block_overlap(c, nb, kernel_size, stride, block_size, q.device)
-    vis = compressed_visibility(t, c, kernel_size, stride, q.device)
+    vis = compressed_visibility(t, c, kernel_size, stride, q.device, start)  # [T, C]
     kf = k_cmp.float().repeat_interleave(g, 2).transpose(1, 2)  # [B, HQ, C, D]
     for a in range(0, t, chunk):
         e = min(t, a + chunk)
