@@ -75,21 +75,6 @@ class GLAConfig:
         return self.d_model // 2 if self.key_dim is None else self.key_dim
 
 
-class _HeadRMSNorm(nn.Module):
-    """RMS norm over the last dim with a learned gain (used per head)."""
-
-    def __init__(self, dim: int, eps: float = 1e-6) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(
-            x.dtype
-        ) * self.weight
-
-
 def _check_hidden(x: torch.Tensor, d_model: int) -> None:
     if x.dim() != 3 or x.shape[-1] != d_model:
         raise ValueError(f"x must be [batch, seq, {d_model}], got {tuple(x.shape)}")
@@ -125,7 +110,7 @@ class GatedLinearAttention(nn.Module):
                 nn.Linear(c.gate_low_rank, kd, bias=True),
             )
         self.g_proj = nn.Linear(c.d_model, c.d_model, bias=False) if c.output_gate else None
-        self.norm = _HeadRMSNorm(c.d_model // c.n_heads)
+        self.norm = nn.RMSNorm(c.d_model // c.n_heads, eps=1e-6)
         self.o_proj = nn.Linear(c.d_model, c.d_model, bias=False)
 
     def log_decay(self, x: torch.Tensor) -> torch.Tensor | None:
@@ -238,7 +223,7 @@ class MLSTMLayer(nn.Module):
         self.i_proj = nn.Linear(d, h)
         self.f_proj = nn.Linear(d, h)
         self.o_gate = nn.Linear(d, d, bias=False)
-        self.norm = _HeadRMSNorm(d // h)
+        self.norm = nn.RMSNorm(d // h, eps=1e-6)
         self.out_proj = nn.Linear(d, d, bias=False)
         lo, hi = c.forward_bias_checked()
         with torch.no_grad():

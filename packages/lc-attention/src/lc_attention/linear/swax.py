@@ -11,12 +11,12 @@ import random
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from lc_attention.linear.layers import MLSTMConfig, MLSTMLayer
 from lc_attention.rope import apply_rotary, rotary_tables
 from lc_kernels.backend import Backend
+from lc_kernels.sliding_window import sliding_window_attention as _lck_sliding_window
 
 __all__ = [
     "SWAXConfig",
@@ -37,6 +37,10 @@ def sliding_window_attention(
 ) -> torch.Tensor:
     """Causal softmax attention where query ``t`` sees keys ``t - window < s <= t``.
 
+    lc-kernels' [sliding_window_attention][lc_kernels.sliding_window.sliding_window_attention]
+    (band by band, ``O(T * window)``) with SWAX's stricter checks: one head count for
+    queries and keys, and a window no longer than the sequence.
+
     Args:
         q: ``[B, T, H, D]``.
         k: ``[B, T, H, D]``.
@@ -52,7 +56,7 @@ def sliding_window_attention(
         >>> sliding_window_attention(q, k, v, window=3).shape
         torch.Size([1, 6, 2, 4])
     """
-    if q.dim() != 4 or k.shape != q.shape or v.shape[:3] != q.shape[:3]:
+    if q.dim() != 4 or k.shape != q.shape or v.shape != k.shape:
         raise ValueError(
             f"q, k, v must be [B, T, H, D] with matching shapes, got "
             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
@@ -65,13 +69,7 @@ def sliding_window_attention(
             "(SlidingWindowAttention and SWAXModel take any window: one of T or more is "
             "causal attention)"
         )
-    pos = torch.arange(t, device=q.device)
-    dist = pos[:, None] - pos[None, :]
-    allowed = (dist >= 0) & (dist < window)
-    out = F.scaled_dot_product_attention(
-        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=allowed
-    )
-    return out.transpose(1, 2)
+    return _lck_sliding_window(q.contiguous(), k.contiguous(), v.contiguous(), window)
 
 
 @dataclass(frozen=True)
@@ -186,23 +184,13 @@ class SlidingWindowAttention(nn.Module):
         return self.out(sliding_window_attention(q, k, v, w).reshape(b, t, d))
 
 
-class _RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-6) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-
-
 class _Block(nn.Module):
     """Pre-norm residual mixer followed by a pre-norm residual GELU MLP."""
 
     def __init__(self, mixer: nn.Module, d_model: int, mlp_ratio: int) -> None:
         super().__init__()
         self.mixer = mixer
-        self.norm1, self.norm2 = _RMSNorm(d_model), _RMSNorm(d_model)
+        self.norm1, self.norm2 = nn.RMSNorm(d_model, eps=1e-6), nn.RMSNorm(d_model, eps=1e-6)
         self.mlp = nn.Sequential(
             nn.Linear(d_model, mlp_ratio * d_model),
             nn.GELU(),
@@ -242,7 +230,7 @@ class SWAXModel(nn.Module):
                 mixer = MLSTMLayer(MLSTMConfig(c.d_model, c.n_heads, backend=c.backend))
             blocks.append(_Block(mixer, c.d_model, c.mlp_ratio))
         self.blocks = nn.ModuleList(blocks)
-        self.norm = _RMSNorm(c.d_model)
+        self.norm = nn.RMSNorm(c.d_model, eps=1e-6)
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
 
     def forward(self, tokens: torch.Tensor, window: int | None = None) -> torch.Tensor:

@@ -37,6 +37,7 @@ from lc_attention.integration import (
     dense_function,
     install,
     is_enabled,
+    key_padding,
     run_dense,
     sdpa_attention,
     uninstall,
@@ -132,7 +133,7 @@ def lychee_hf_attention(
         if attention_mask is not shared.mask:  # built once per forward pass
             if attention_mask.dtype != torch.bool:
                 raise ValueError(f"expected a boolean attention mask, got {attention_mask.dtype}")
-            valid = attention_mask[:, 0, -1, :].expand(b, t)
+            valid = key_padding(attention_mask, b, t)
             shared.mask, shared.bias = attention_mask, padding_bias(valid, query.device)
         bias = shared.bias
     topk = plan.config.topk

@@ -132,7 +132,7 @@ class NativeSparseAttention(nn.Module):
         """New tokens against the cache: incremental compression, selection and window."""
         from lc_kernels import num_compressed, selected_attention
         from lc_kernels.block_select import topk_blocks_from_scores
-        from lc_kernels.compressed_attention.reference import block_overlap
+        from lc_kernels.compressed_attention.reference import block_scores_reference
 
         c = self.config
         b, n, _ = x.shape
@@ -169,20 +169,11 @@ class NativeSparseAttention(nn.Module):
         vis_cmp = (ends[None, :] <= pos[:, None]).view(1, n, 1, c_new).expand(b, n, 1, c_new)
         o_cmp = masked_attention(q, cache.k_cmp, cache.v_cmp, vis_cmp, scale)
 
-        nb = -(-total // c.block_size)
-        g = c.group_size
-        with torch.no_grad():
-            sc = (
-                torch.einsum(
-                    "bnhd,bchd->bnhc", q.float(), cache.k_cmp.float().repeat_interleave(g, 2)
-                )
-                * scale
-            )
-            sc = sc.masked_fill(~vis_cmp, float("-inf"))
-            p = torch.softmax(sc, -1)
-            p = torch.where(vis_cmp.any(-1, keepdim=True), p, torch.zeros_like(p))
-            over = block_overlap(c_new, nb, c.kernel_size, c.kernel_stride, c.block_size, x.device)
-            scores = (p @ over).view(b, n, c.num_kv_heads, g, nb).sum(3)
+        with torch.no_grad():  # the prefill's scores (select_blocks), at the new positions
+            scores = block_scores_reference(
+                q, cache.k_cmp, c.kernel_size, c.kernel_stride, c.block_size, scale,
+                start=start, kv_len=total,
+            )  # fmt: skip
             idx = topk_blocks_from_scores(
                 scores, c.block_size, c.top_k, c.init_blocks, c.local_blocks, positions=pos
             )
