@@ -112,10 +112,10 @@ def render_page() -> str:
         "gold passage among near-miss passages) in RULER's QA prompt; their results keep",
         "lc-evals' task name in the lm-eval export.",
         "",
-        "What is lc-evals' own rather than RULER's: the haystacks (generated essay prose and",
-        "a repeated block instead of Paul Graham's essays and RULER's noise sentences), the",
-        "vocabularies of keys, words and coded words, and the joining of haystack sentences",
-        "with spaces.",
+        "What is lc-evals' own rather than RULER's: the haystack texts (generated essay prose",
+        "and a block of five plain sentences instead of Paul Graham's essays and RULER's noise",
+        "sentences) and the vocabularies of keys, words and coded words. The layout is",
+        "RULER's: noise and needle haystacks in lines, essay sentences joined by spaces.",
     ]
     for item in suite:
         config = lc_evals.RULER_CONFIGS[item.metadata["ruler_config"]]

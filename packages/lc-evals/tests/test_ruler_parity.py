@@ -17,6 +17,7 @@ from collections import Counter
 import pytest
 
 import lc_evals
+import lc_evals.haystack
 from lc_evals import render_prompt
 
 NIAH = (
@@ -264,3 +265,30 @@ def test_cli_writes_a_ruler_suite_that_runs_and_exports_the_answer_prefix(tmp_pa
     bad = runner.invoke(app, ["ruler", "-l", "2500", "-c", "nope", "--out", str(suite)])
     assert bad.exit_code != 0
     assert "unknown RULER configuration" in bad.output
+
+
+@pytest.mark.parametrize("config", ["niah_single_1", "niah_multikey_2", "niah_multikey_3", "vt"])
+def test_noise_and_needle_haystacks_are_laid_out_in_lines_as_ruler_does(config: str) -> None:
+    (item,) = lc_evals.ruler_suite([3000], n=1, seed=5, configs=[config])
+    lines = item.context.split("\n")
+    needles = set(item.metadata["needles"])
+    block = " ".join(lc_evals.haystack.REPEAT_BLOCK)
+    needle_line = re.compile(r"One of the special magic (numbers|uuids) for \S+ is: \S+\.")
+
+    def is_needle(line: str) -> bool:
+        return line in needles or bool(needle_line.fullmatch(line))
+
+    cut = [i for i, line in enumerate(lines) if not is_needle(line) and line != block]
+    # only the last filler line is cut to fit the length; needles may follow it
+    assert len(cut) <= 1, [lines[i] for i in cut]
+    for i in cut:
+        start = "One of the special magic "  # a needle of the needle haystack, cut
+        assert (
+            block.startswith(lines[i]) or lines[i].startswith(start) or start.startswith(lines[i])
+        )
+        assert all(is_needle(line) for line in lines[i + 1 :])
+    assert needles <= set(lines)
+    assert len(lines) > 10
+    # the plain wording keeps lc-evals' own layout: sentences joined by spaces
+    (plain,) = lc_evals.ruler_suite([3000], n=1, seed=5, configs=[config], template="plain")
+    assert "\n" not in plain.context

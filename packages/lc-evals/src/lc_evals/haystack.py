@@ -35,6 +35,12 @@ def repeat_sentences() -> Iterator[str]:
     return itertools.cycle(REPEAT_BLOCK)
 
 
+def repeat_lines() -> Iterator[str]:
+    """The repeated filler as RULER lays out its noise: the whole block on every line
+    (joined with newlines, needles go between lines)."""
+    return itertools.cycle([" ".join(REPEAT_BLOCK)])
+
+
 def _np(rng: random.Random) -> str:
     noun = rng.choice(W.NOUNS)
     if rng.random() < 0.6:

@@ -124,6 +124,13 @@ def build_item(
 TEMPLATES: tuple[str, ...] = ("plain", "ruler")
 """Prompt wordings of the RULER tasks: lc-evals' own question after the context, or RULER's."""
 
+
+def haystack_separator(template: str, haystack: str) -> str:
+    """What joins the haystack's sentences: RULER puts its noise and needle haystacks on
+    lines of their own (``template="ruler"``); spaces otherwise."""
+    return "\n" if template == "ruler" and haystack in ("repeat", "needles") else " "
+
+
 LENGTH_COUNTS: tuple[str, ...] = ("context", "prompt")
 """What the target length counts: the context alone, or the whole rendered prompt."""
 

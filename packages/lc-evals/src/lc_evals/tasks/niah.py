@@ -14,7 +14,8 @@ Keys are adjective-noun pairs, or UUIDs with ``key_kind="uuid"`` (RULER's
 
 Every variant takes ``template``: ``"plain"`` asks its own question after the context;
 ``"ruler"`` words the item as RULER does (its instruction before the context, its
-question and answer prefix after; see :mod:`lc_evals.prompts`). ``length_counts=
+question and answer prefix after; see :mod:`lc_evals.prompts`) and lays out the
+``repeat`` and ``needles`` haystacks in lines, as RULER does. ``length_counts=
 "prompt"`` makes the target length count the whole prompt plus ``reserve`` units for
 the answer, as RULER's length does; ``"context"`` (the default) counts the context.
 
@@ -38,6 +39,7 @@ from lc_evals.haystack import (
     REPEAT_BLOCK,
     essay_sentences,
     needle_sentences,
+    repeat_lines,
     repeat_sentences,
 )
 from lc_evals.length import Insert
@@ -51,6 +53,7 @@ from lc_evals.tasks._common import (
     check_depth,
     check_int,
     distinct,
+    haystack_separator,
     item_rng,
     make_key,
     make_value,
@@ -112,9 +115,10 @@ def _haystack(
     taken_keys: set[str],
     answers: set[str],
     key_kind: str = "word",
+    lines: bool = False,
 ) -> Iterator[str]:
     if kind == "repeat":
-        return repeat_sentences()
+        return repeat_lines() if lines else repeat_sentences()
     if kind == "essay":
         return avoiding(essay_sentences(rng), answers)
     answer_words = {a.lower() for a in answers}
@@ -219,13 +223,14 @@ def _niah(
         depths = [float(depth) if depth is not None else rng.random()]
         depths += [rng.random() for _ in needles[1:]]
         inserts = [Insert(needle_text(k, v, value_kind), d) for (k, v), d in zip(needles, depths)]
+        sep = haystack_separator(template, haystack)
         sentences = _haystack(
-            haystack, rng, value_kind, set(keys), {v for _, v in needles}, key_kind
+            haystack, rng, value_kind, set(keys), {v for _, v in needles}, key_kind, sep == "\n"
         )
         asked = keys[:queried_keys]
         answers = [v for k, v in needles if k in asked]
         prompt = _prompt(template, VALUE_TYPE_NAMES[value_kind], asked, len(answers))
-        fitted = sizer.fit(sentences, inserts, prompt, what="the needle(s)")
+        fitted = sizer.fit(sentences, inserts, prompt, what="the needle(s)", sep=sep)
         items.append(
             sizer.item(
                 task,

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from lc_evals import words as W
-from lc_evals.haystack import HAYSTACKS, essay_sentences, repeat_sentences
+from lc_evals.haystack import HAYSTACKS, essay_sentences, repeat_lines, repeat_sentences
 from lc_evals.length import Insert
 from lc_evals.tasks._common import (
     TEMPLATES,
@@ -30,6 +30,7 @@ from lc_evals.tasks._common import (
     check_choice,
     check_int,
     distinct,
+    haystack_separator,
     item_rng,
     ruler_prompt,
 )
@@ -72,8 +73,10 @@ def _chains(
     return chains, values, inserts
 
 
-def _filler(haystack: str, rng: random.Random) -> Iterator[str]:
-    return repeat_sentences() if haystack == "repeat" else essay_sentences(rng)
+def _filler(haystack: str, rng: random.Random, sep: str = " ") -> Iterator[str]:
+    if haystack == "repeat":
+        return repeat_lines() if sep == "\n" else repeat_sentences()
+    return essay_sentences(rng)
 
 
 def _vt_example(
@@ -92,8 +95,13 @@ def _vt_example(
     prompt = ruler_prompt("variable_tracking", query=values[0], num_v=num_hops + 1)
     target = min(ONE_SHOT_LENGTH[sizer.unit], sizer.target // 4)
     shot = Sizer(sizer.measure, sizer.unit, target, "prompt")
+    sep = haystack_separator("ruler", haystack)
     fitted = shot.fit(
-        _filler(haystack, rng), inserts, prompt, what="the one-shot example's assignments"
+        _filler(haystack, rng, sep),
+        inserts,
+        prompt,
+        what="the one-shot example's assignments",
+        sep=sep,
     )
     return prompt.render(fitted.context) + " " + " ".join(chains[0]) + "\n"
 
@@ -149,7 +157,10 @@ def variable_tracking(
                 f"Find all variables that are assigned the value {values[0]} in the text "
                 "above, directly or through other variables."
             )
-        fitted = sizer.fit(_filler(haystack, rng), inserts, prompt, what="the variable assignments")
+        sep = haystack_separator(template, haystack)
+        fitted = sizer.fit(
+            _filler(haystack, rng, sep), inserts, prompt, what="the variable assignments", sep=sep
+        )
         items.append(
             sizer.item(
                 task,
