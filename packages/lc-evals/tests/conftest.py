@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
+
+# Under `uv run` (the test command, or `uv run nox` in CI) Ray starts its workers with
+# `uv run` in an uploaded copy of the working directory, which builds an environment of
+# its own there: slow enough on a loaded machine that workers fail to register, and not
+# the environment under test. The local Ray instance of the tests uses this interpreter.
+os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 
 
 class TrainedTokenizer:

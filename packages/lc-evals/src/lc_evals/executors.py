@@ -88,6 +88,11 @@ class RayExecutor:
         max_in_flight: submitted but unfinished tasks kept at once (defaults to twice the
             cluster's CPUs).
         num_cpus_per_task: CPUs each task reserves.
+
+    A driver started under ``uv run`` makes Ray start every worker with ``uv run`` in an
+    uploaded copy of the working directory, which builds its own environment there; set
+    ``RAY_ENABLE_UV_RUN_RUNTIME_ENV=0`` before Ray is imported to have the workers of a
+    local instance use the driver's interpreter (the tests do).
     """
 
     def __init__(
