@@ -151,7 +151,9 @@ def run(
         workers: threads of the local executor.
         scorer: scorer name or function; default: each task's default scorer.
         progress: show a progress bar (rich).
-        template: prompt template for chat models (``{context}``, ``{question}``).
+        template: prompt template for chat models (``{context}``, ``{question}``); the
+            default renders an item that carries its own prompt (RULER's wording) with
+            it (see :func:`~lc_evals.prompts.render_prompt`).
         system_id: the system's identity for the fingerprint (anything JSON-serializable);
             default: its ``identity`` attribute or method, else its import path.
         on_mismatch: what to do with results in the file that another item or run

@@ -223,9 +223,9 @@ def common_words(
     """RULER common-words extraction (CWE).
 
     ``common_freq=None`` picks the largest frequency <= 30 (RULER's value) whose common
-    words fill at most half of the room for the list (the lowest one, ``uncommon_freq +
-    1``, when none does). With ``template="ruler"`` the
-    prompt is RULER's, led by its one-shot example (see :data:`CWE_SHOT_SWITCH`);
+    words fill at most half of the room for the list (the lowest one,
+    ``uncommon_freq + 1``, when none does). With ``template="ruler"`` the prompt is
+    RULER's, led by its one-shot example (see :data:`CWE_SHOT_SWITCH`);
     ``length_counts`` and ``reserve`` as for :func:`~lc_evals.tasks.niah.niah_single`.
     """
     check_int("num_common", num_common, 1)
