@@ -14,6 +14,13 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
+def dot_precision(dtype: torch.dtype) -> str:
+    """``input_precision`` of the kernels' ``tl.dot``: exact ``"ieee"`` for float32 inputs
+    (the results match the fp32 references), ``"tf32"`` otherwise (fp16 / bf16 inputs
+    are exact in it)."""
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
 def triton_available() -> bool:
     """Whether ``triton`` can be imported in this process."""
     try:

@@ -76,16 +76,19 @@ def compressed_attention_reference(
     kernel_size: int,
     stride: int,
     scale: float,
+    start: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Causal attention of queries to compressed keys.
 
     Args:
-        q: ``[B, T, HQ, D]`` queries.
+        q: ``[B, T, HQ, D]`` queries at key positions ``start .. start + T - 1``.
         k_cmp: ``[B, C, H_kv, D]`` compressed keys.
         v_cmp: ``[B, C, H_kv, D]`` compressed values.
         kernel_size: span of a compressed token.
         stride: stride between spans.
         scale: softmax scale.
+        start: key position of the first query (0: a prefill; decoding passes the
+            position of the first new token).
 
     Returns:
         ``o [B, T, HQ, D]`` (0 for tokens that see no compressed token) in ``q.dtype`` and
@@ -93,7 +96,7 @@ def compressed_attention_reference(
     """
     _b, t, hq, _d = q.shape
     c, hkv = k_cmp.shape[1], k_cmp.shape[2]
-    vis = compressed_visibility(t, c, kernel_size, stride, q.device)
+    vis = compressed_visibility(t, c, kernel_size, stride, q.device, start)
     has = vis.any(-1)
     if c == 0 or q.numel() == 0:  # no compressed key yet, or nothing to attend
         return zeros_output(tuple(q.shape), q, k_cmp, v_cmp), has

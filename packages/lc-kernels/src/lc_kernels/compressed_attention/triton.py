@@ -24,6 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
+from lc_kernels._common import dot_precision
 from lc_kernels.compressed_attention.reference import num_query_groups
 
 
@@ -208,7 +209,7 @@ def group_block_scores_triton(
         return out
     lse = torch.empty(b * hkv, t * g, dtype=torch.float32, device=q.device)
     scale_log2 = scale * math.log2(math.e)
-    prec = "ieee" if q.dtype == torch.float32 else "tf32"
+    prec = dot_precision(q.dtype)
     block_d = max(16, triton.next_power_of_2(d))
     block_m = max(16, min(64, triton.next_power_of_2(t * g)))
     _lse_kernel[(triton.cdiv(t * g, block_m), b * hkv)](

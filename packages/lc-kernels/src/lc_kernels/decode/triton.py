@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from lc_kernels._common import interpreter_on
+from lc_kernels._common import dot_precision, interpreter_on
 
 _LOW = 0xFFFFFFFF
 
@@ -408,7 +408,7 @@ def decode_attention_triton(
     logits = torch.empty(b, hq, s, dtype=torch.float32, device=dev) if want_logits else None
     idx = indices if indices is not None else m_part
     si = indices.stride() if indices is not None else (0, 0, 0)
-    prec = "ieee" if q.dtype == torch.float32 else "tf32"
+    prec = dot_precision(q.dtype)
     _decode_partial_kernel[(programs, n_split)](
         q, k_cache, v_cache, idx, valid_len if valid_len is not None else m_part,
         logits if logits is not None else m_part, m_part, l_part, o_part,

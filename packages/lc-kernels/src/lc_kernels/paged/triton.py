@@ -6,6 +6,8 @@ import torch
 import triton
 import triton.language as tl
 
+from lc_kernels._common import dot_precision
+
 
 @triton.jit
 def _gather_kernel(
@@ -346,10 +348,6 @@ def _chunk_attn_dkv_kernel(
     tl.store(DV + g_off, dv.to(DV.dtype.element_ty), mask=kvm)
 
 
-def _prec(dtype: torch.dtype) -> str:
-    return "ieee" if dtype == torch.float32 else "tf32"
-
-
 def _unit_last(x: torch.Tensor) -> torch.Tensor:
     """The kernels index the last dimension with stride 1 (other strides are passed)."""
     return x if x.stride(-1) == 1 else x.contiguous()
@@ -388,7 +386,7 @@ def chunk_attention_forward_triton(
         out.stride(0), out.stride(1), out.stride(2),
         *k_pages.stride()[:4],
         H=h, G=h // hkv, D=d, BLOCK_D=max(16, triton.next_power_of_2(d)),
-        PAGE=k_pages.shape[3], BLOCK_M=block_m, BLOCK_N=block_n, PREC=_prec(q.dtype),
+        PAGE=k_pages.shape[3], BLOCK_M=block_m, BLOCK_N=block_n, PREC=dot_precision(q.dtype),
         num_warps=warps,
     )  # fmt: skip
     return out, lse
@@ -426,7 +424,7 @@ def chunk_attention_backward_triton(
     dv = torch.empty_like(v)
     block_m, block_n, warps = _tiles()
     block_d = max(16, triton.next_power_of_2(d))
-    prec = _prec(q.dtype)
+    prec = dot_precision(q.dtype)
     page = k_pages.shape[3]
     _chunk_attn_dq_kernel[(triton.cdiv(t, block_m), b * h)](
         q, k, v, k_pages, v_pages, table, grad_out, lse, delta, dq,

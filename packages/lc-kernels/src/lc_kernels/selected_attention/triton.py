@@ -29,11 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from lc_kernels._common import interpreter_on
-
-
-def _prec(dtype: torch.dtype) -> str:
-    return "ieee" if dtype == torch.float32 else "tf32"
+from lc_kernels._common import dot_precision, interpreter_on
 
 
 def _pow2(x: int, lo: int = 16) -> int:
@@ -574,7 +570,7 @@ def nsa_forward(
         D=d,
         BLOCK_D=_pow2(d),
         BS=block_size,
-        PREC=_prec(q.dtype),
+        PREC=dot_precision(q.dtype),
         HAS_KVM=kvm is not None,
         num_warps=_warps(4),
     )
@@ -658,7 +654,7 @@ def fsa_forward(
             BS=block_size,
             BLOCK_M=block_m,
             EPI=epi,
-            PREC=_prec(q.dtype),
+            PREC=dot_precision(q.dtype),
             HAS_KVM=kvm is not None,
         )
     _fsa_reduce_kernel[(n, hkv)](
@@ -805,7 +801,7 @@ def selected_backward(
         D=d,
         BLOCK_D=_pow2(d),
         BS=block_size,
-        PREC=_prec(q.dtype),
+        PREC=dot_precision(q.dtype),
         HAS_KVM=kvm is not None,
         num_warps=_warps(4),
     )
@@ -850,7 +846,7 @@ def selected_backward(
         BS=block_size,
         BLOCK_M=block_m,
         EPI=epi,
-        PREC=_prec(q.dtype),
+        PREC=dot_precision(q.dtype),
         HAS_KVM=kvm is not None,
     )
     _dkv_reduce_kernel[(hkv * ngb,)](
