@@ -7,6 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from lc_attention._sdpa import masked_sdpa
 from lc_attention.dssa.cache import CompressedKeyCache
 from lc_attention.dssa.config import DSSAConfig
 from lc_attention.dssa.selection import (
@@ -121,26 +122,6 @@ def _bool_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
     return mask == 0
 
 
-def _masked_sdpa(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor, scale: float
-) -> torch.Tensor:
-    """SDPA with ``allowed [B|1, 1|H_kv|HQ, T, S]`` bool; rows with nothing allowed give 0."""
-    g = q.shape[2] // k.shape[2]
-    per_kv = allowed.shape[1] > 1 and allowed.shape[1] != q.shape[2]
-    m = allowed.repeat_interleave(g, 1) if per_kv else allowed
-    has = m.any(-1, keepdim=True)
-    m = m | ~has  # keep rows finite; zeroed below
-    o = F.scaled_dot_product_attention(
-        q.transpose(1, 2),
-        k.repeat_interleave(g, 2).transpose(1, 2),
-        v.repeat_interleave(g, 2).transpose(1, 2),
-        attn_mask=m,
-        scale=scale,
-    )
-    o = torch.where(has.expand_as(o[..., :1]), o, torch.zeros_like(o))
-    return o.transpose(1, 2)
-
-
 def _gather_keys(x: torch.Tensor, tok: torch.Tensor) -> torch.Tensor:
     """Rows of ``x [B, S, H, D]`` at key positions ``tok [B, T, H, L]``: ``[B, H, T, L, D]``.
 
@@ -252,7 +233,7 @@ def dense_attention(
     if allowed is None:
         pos = torch.arange(s - t, s, device=query.device)
         allowed = (torch.arange(s, device=query.device)[None, :] <= pos[:, None])[None, None]
-    return _masked_sdpa(query, key, value, allowed, sc)
+    return masked_sdpa(query, key, value, allowed, sc)
 
 
 def dssa_attention(

@@ -1,7 +1,8 @@
-"""Decode-time state of an NSA layer and the attention of new tokens against it."""
+"""Decode-time state of an NSA layer."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -33,12 +34,17 @@ class NSACache:
 def masked_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float
 ) -> torch.Tensor:
-    """``q [B, n, HQ, D]`` over ``k, v [B, L, H_kv, D]`` with ``mask [B, n, H_kv or 1, L]``; empty rows give 0."""
-    g = q.shape[2] // k.shape[2]
-    ad = torch.float64 if q.dtype == torch.float64 else torch.float32
-    s = torch.einsum("bnhd,blhd->bnhl", q.to(ad), k.to(ad).repeat_interleave(g, 2)) * scale
-    m = mask.repeat_interleave(g, 2) if mask.shape[2] > 1 else mask
-    s = s.masked_fill(~m, float("-inf"))
-    p = torch.softmax(s, -1)
-    p = torch.where(m.any(-1, keepdim=True), p, torch.zeros_like(p))
-    return torch.einsum("bnhl,blhd->bnhd", p, v.to(ad).repeat_interleave(g, 2)).to(q.dtype)
+    """``q [B, n, HQ, D]`` over ``k, v [B, L, H_kv, D]`` with ``mask [B, n, H_kv or 1, L]``;
+    empty rows give 0.
+
+    Deprecated (removed in 0.15): NSA's decoding calls lc-kernels' compressed attention
+    and the package's shared masked SDPA instead.
+    """
+    warnings.warn(
+        "lc_attention.nsa.cache.masked_attention is deprecated and will be removed in 0.15",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    from lc_attention._sdpa import masked_sdpa
+
+    return masked_sdpa(q, k, v, mask.permute(0, 2, 1, 3), scale)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lc_attention.nsa.cache import NSACache, masked_attention
+from lc_attention._sdpa import masked_sdpa
+from lc_attention.nsa.cache import NSACache
 from lc_attention.nsa.config import NSAConfig
 from lc_attention.rope import apply_rotary, rotary_tables
 
@@ -132,7 +133,10 @@ class NativeSparseAttention(nn.Module):
         """New tokens against the cache: incremental compression, selection and window."""
         from lc_kernels import num_compressed, selected_attention
         from lc_kernels.block_select import topk_blocks_from_scores
-        from lc_kernels.compressed_attention.reference import block_scores_reference
+        from lc_kernels.compressed_attention.reference import (
+            block_scores_reference,
+            compressed_attention_reference,
+        )
 
         c = self.config
         b, n, _ = x.shape
@@ -165,9 +169,10 @@ class NativeSparseAttention(nn.Module):
 
         pos = torch.arange(start, total, device=x.device)
         scale = c.head_dim**-0.5
-        ends = torch.arange(c_new, device=x.device) * c.kernel_stride + c.kernel_size - 1
-        vis_cmp = (ends[None, :] <= pos[:, None]).view(1, n, 1, c_new).expand(b, n, 1, c_new)
-        o_cmp = masked_attention(q, cache.k_cmp, cache.v_cmp, vis_cmp, scale)
+        # the prefill's compressed attention, with the new queries at their positions
+        o_cmp, _ = compressed_attention_reference(
+            q, cache.k_cmp, cache.v_cmp, c.kernel_size, c.kernel_stride, scale, start=start
+        )
 
         with torch.no_grad():  # the prefill's scores (select_blocks), at the new positions
             scores = block_scores_reference(
@@ -186,12 +191,8 @@ class NativeSparseAttention(nn.Module):
         # window: only the last window_size + n - 1 keys can be seen
         lo = max(0, total - n - c.window_size + 1)
         keys = torch.arange(lo, total, device=x.device)
-        win = (
-            ((keys <= pos[:, None]) & (keys > pos[:, None] - c.window_size))
-            .view(1, n, 1, total - lo)
-            .expand(b, n, 1, total - lo)
-        )
-        o_win = masked_attention(qr, cache.k_rot[:, lo:], cache.v[:, lo:], win, scale)
+        win = (keys <= pos[:, None]) & (keys > pos[:, None] - c.window_size)  # [n, L]
+        o_win = masked_sdpa(qr, cache.k_rot[:, lo:], cache.v[:, lo:], win[None, None], scale)
 
         gt = torch.sigmoid(self.gate(x)).view(b, n, c.num_heads, 3, 1).to(q.dtype)
         o = gt[:, :, :, 0] * o_cmp + gt[:, :, :, 1] * o_slc + gt[:, :, :, 2] * o_win
