@@ -341,13 +341,20 @@ def dssa_attention(
     if allowed_pad is not None and allowed_pad.shape[0] != query.shape[0]:
         allowed_pad = allowed_pad.expand(query.shape[0], -1, -1, -1)  # a view: batch 1
     use_triton = config.backend == "triton" or (config.backend == "auto" and query.is_cuda)
-    shared = qb > 1 and allowed_pad is None and config.local_blocks >= 1
-    kernel = use_triton and allowed_pad is None
-    kernel = kernel and (t == s or t <= GATHER_MAX_QUERIES or not shared)
-    if kv_valid is not None and not kernel:  # the PyTorch paths take it as a mask
+    grad = torch.is_grad_enabled() and any(x.requires_grad for x in (query, key, value))
+    path = sparse_path(
+        t,
+        s,
+        qb,
+        config.local_blocks,
+        use_triton,
+        allowed_pad is not None,
+        kv_valid is not None,
+        grad,
+    )
+    if kv_valid is not None and path != "triton":  # the PyTorch paths take it as a mask
         allowed_pad = padding_mask(kv_valid, t)
-        shared = False
-    if shared and t > GATHER_MAX_QUERIES and not kernel:
+    if path == "grouped":
         full = first_full_group(start, t, config) if config.topk_fraction else 0
         return grouped_selected_attention(
             query, key, value, idx, start, config.block_size, sc, qb, full
@@ -355,7 +362,7 @@ def dssa_attention(
     if qb > 1:  # one row per query
         idx = idx.index_select(1, query_groups(start, qb, t)[0].to(idx.device))
     positions = torch.arange(start, s, device=query.device)
-    if kernel:
+    if path == "triton":
         return selected_attention(
             query.contiguous(),
             key.contiguous(),
@@ -367,12 +374,11 @@ def dssa_attention(
             kv_valid=kv_valid,
             check=False,  # the selection is causal by construction
         )
-    if t <= GATHER_MAX_QUERIES:
+    if path == "gathered":
         return _gathered_attention(
             query, key, value, idx, positions, config.block_size, sc, allowed_pad
         )
-    grad = torch.is_grad_enabled() and any(x.requires_grad for x in (query, key, value))
-    if allowed_pad is None and not grad:
+    if path == "block_major":
         return block_major_selected_attention(
             query,
             key,
@@ -387,3 +393,66 @@ def dssa_attention(
     return tiled_selected_attention(
         query, key, value, idx, positions, config.block_size, sc, TILE, allowed_pad
     )
+
+
+#: the execution paths of DSSA's sparse stage, as named by ``sparse_path``
+SPARSE_PATHS = ("triton", "grouped", "gathered", "block_major", "tiled")
+
+
+def sparse_path(
+    t: int,
+    s: int,
+    query_block: int,
+    local_blocks: int,
+    use_triton: bool,
+    masked: bool,
+    padded: bool,
+    grad: bool,
+) -> str:
+    """The one dispatcher of DSSA's sparse stage: which path computes the attention.
+
+    - ``"triton"``: lc-kernels' ``selected_attention`` (CUDA, or ``backend="triton"``)
+      when no ``attention_mask`` is given (``kv_valid`` is fine), except chunks of more
+      than ``GATHER_MAX_QUERIES`` queries with shared selections (``query_block > 1``)
+      in a chunked prefill;
+    - ``"grouped"``: shared selections, more than ``GATHER_MAX_QUERIES`` queries, no
+      mask: one SDPA per query group over its blocks;
+    - ``"gathered"``: up to ``GATHER_MAX_QUERIES`` queries (decode): each query gathers
+      its own blocks;
+    - ``"block_major"``: per-query selection, no mask, no gradient (the CPU prefill);
+    - ``"tiled"``: everything else (a mask or padding, or gradients).
+
+    CPU measurements of the block-major and tiled paths (``benchmarks/dssa_stage2.py``):
+    ``docs/benchmarks/lc-attention-dssa.md``.
+
+    Args:
+        t: number of queries.
+        s: number of keys.
+        query_block: the config's ``query_block``.
+        local_blocks: the config's ``local_blocks``.
+        use_triton: the config's backend resolves to Triton for these tensors.
+        masked: an ``attention_mask`` was given.
+        padded: a ``kv_valid`` was given.
+        grad: gradients flow to the queries, keys or values.
+
+    Returns:
+        One of ``SPARSE_PATHS``.
+
+    Example:
+        >>> sparse_path(1, 9000, 1, 32, False, False, False, False)
+        'gathered'
+        >>> sparse_path(4096, 9000, 64, 32, True, False, True, True)
+        'triton'
+    """
+    shared = query_block > 1 and not masked and local_blocks >= 1
+    if use_triton and not masked and (t == s or t <= GATHER_MAX_QUERIES or not shared):
+        return "triton"
+    if padded:  # the PyTorch paths take kv_valid as a mask
+        shared, masked = False, True
+    if shared and t > GATHER_MAX_QUERIES:
+        return "grouped"
+    if t <= GATHER_MAX_QUERIES:
+        return "gathered"
+    if not masked and not grad:
+        return "block_major"
+    return "tiled"

@@ -148,7 +148,8 @@ def block_scores_reference(
     Args:
         q: ``[B, T, HQ, D]`` queries.
         k_cmp: ``[B, C, H_kv, D]`` compressed keys of the ``kv_len`` keys.
-        kernel_size, stride: span and step of the compressed keys.
+        kernel_size: span of a compressed key.
+        stride: distance between the spans.
         block_size: selection block length.
         scale: softmax scale.
         chunk: queries scored at a time.
