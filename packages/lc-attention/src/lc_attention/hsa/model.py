@@ -12,6 +12,11 @@ Layout (the DRT/HSA family, arXiv 2510.17196):
 3. ``upper_layers`` blocks, each: sliding-window attention, then top-k chunk retrieval and
    token-level attention into the retrieved chunks, merged through the **bypassing
    residual path** (see [HSABlock][lc_attention.hsa.model.HSABlock]), then the MLP.
+
+Each of the paper's three principles has a switch in the config for ablations:
+``chunk_encoder=False`` (linear keys/values and a mean-pooled landmark),
+``bypass_residual=False`` (retrieval added to the residual stream) and
+``sparse_training=False`` (every visible chunk read in training mode).
 """
 
 from __future__ import annotations
@@ -61,8 +66,16 @@ class HSATransformerConfig:
         top_k: chunks each query reads, >= 1 and at most ``max_seq_len // chunk_size``.
         window: sliding-window length (query included), >= ``chunk_size`` so that every
             past token is reachable: tokens of the current, incomplete chunk lie in the window.
+        chunk_encoder: build landmarks, keys and values with the chunk encoder and its CLS
+            token (True, the paper's first principle) or, as the ablation (False), with
+            linear projections of the normalized token states, the landmark being the
+            projected mean of the chunk (no encoder blocks, no CLS token).
         bypass_residual: merge retrieval through the bypassing residual path (True) or add
             it to the residual stream like an ordinary sub-layer (False, the ablation).
+        sparse_training: read exactly ``top_k`` chunks in training mode too (True, the
+            paper's third principle) or, as the ablation (False), read every visible chunk
+            with softmax weights over all of them in training mode; evaluation always
+            reads ``top_k`` chunks.
         gumbel_noise: perturb the top-k choice with Gumbel noise in training mode.
         max_seq_len: longest accepted input, a multiple of ``chunk_size``.
         query_block: queries processed together in retrieval and chunk attention.
@@ -81,7 +94,9 @@ class HSATransformerConfig:
     chunk_size: int = 8
     top_k: int = 2
     window: int = 16
+    chunk_encoder: bool = True
     bypass_residual: bool = True
+    sparse_training: bool = True
     gumbel_noise: bool = False
     max_seq_len: int = 65536
     query_block: int = 1024
@@ -221,12 +236,16 @@ class ChunkEncoder(nn.Module):
         super().__init__()
         self.config = config
         dim, s = config.dim, config.chunk_size
-        self.cls = nn.Parameter(torch.randn(dim) * 0.02)
-        self.pos = nn.Parameter(torch.randn(s + 1, dim) * 0.02)
-        self.blocks = nn.ModuleList(
-            PreNormBlock(dim, config.ffn_mult, _BidirectionalAttention(dim, config.num_heads))
-            for _ in range(config.encoder_layers)
-        )
+        self.cls: nn.Parameter | None = None
+        self.pos: nn.Parameter | None = None
+        self.blocks = nn.ModuleList()
+        if config.chunk_encoder:
+            self.cls = nn.Parameter(torch.randn(dim) * 0.02)
+            self.pos = nn.Parameter(torch.randn(s + 1, dim) * 0.02)
+            self.blocks.extend(
+                PreNormBlock(dim, config.ffn_mult, _BidirectionalAttention(dim, config.num_heads))
+                for _ in range(config.encoder_layers)
+            )
         self.norm = nn.RMSNorm(dim)
         kv_dim = config.retrieval_heads * config.head_dim
         self.k_proj = nn.Linear(dim, kv_dim, bias=False)
@@ -242,11 +261,16 @@ class ChunkEncoder(nn.Module):
             raise ValueError(f"sequence length {t} is not a multiple of chunk_size {s}")
         c = t // s
         x = hidden.reshape(b * c, s, dim)
-        x = torch.cat([x, self.cls.expand(b * c, 1, dim)], dim=1) + self.pos
-        for blk in self.blocks:
-            x = blk(x)
-        x = self.norm(x)
-        landmarks = self.landmark(x[:, -1]).view(b, c, g, dim // g)
+        if self.cls is None or self.pos is None:
+            # Ablation of the first principle: linear keys/values, mean-pooled landmark.
+            x = self.norm(x)
+            landmarks = self.landmark(x.mean(dim=1)).view(b, c, g, dim // g)
+        else:
+            x = torch.cat([x, self.cls.expand(b * c, 1, dim)], dim=1) + self.pos
+            for blk in self.blocks:
+                x = blk(x)
+            x = self.norm(x)
+            landmarks = self.landmark(x[:, -1]).view(b, c, g, dim // g)
         keys = self.k_proj(x[:, :s]).view(b, c, s, g, cfg.head_dim)
         values = self.v_proj(x[:, :s]).view(b, c, s, g, cfg.head_dim)
         return ChunkMemory(keys, values, landmarks)
@@ -281,6 +305,9 @@ class ChunkSparseAttention(nn.Module):
         cfg = self.config
         b, t, dim = h.shape
         rq = self.retrieval_q(h).view(b, t, cfg.retrieval_heads, dim // cfg.retrieval_heads)
+        # Ablation of the third principle: dense over the visible chunks in training.
+        dense = self.training and not cfg.sparse_training
+        top_k = memory.landmarks.shape[1] if dense else cfg.top_k
         idx, ws = [], []
         for a in range(0, t, cfg.query_block):
             scores = chunk_scores(
@@ -290,7 +317,7 @@ class ChunkSparseAttention(nn.Module):
             if cfg.gumbel_noise and self.training:
                 e = torch.empty_like(scores).exponential_(generator=generator)
                 noise = -e.log()
-            i, w = select_chunks(scores, cfg.top_k, noise)
+            i, w = select_chunks(scores, top_k, noise)
             idx.append(i)
             ws.append(w)
         return ChunkSelection(torch.cat(idx, 1), torch.cat(ws, 1))
