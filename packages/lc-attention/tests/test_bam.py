@@ -159,7 +159,10 @@ def test_blockwise_matches_reference_on_random_shapes(t, heads, d, block, shape,
     assert _rel_rms(out, ref) < 1e-5
     (gq,) = torch.autograd.grad(out.sum(), [q])
     (rq,) = torch.autograd.grad(ref.sum(), [q])
-    assert _rel_rms(gq, rq) < 1e-4
+    if t == 1:  # one key: the output is v whatever q is, so dq is 0 up to rounding
+        assert float(gq.abs().max()) < 1e-5
+    else:
+        assert _rel_rms(gq, rq) < 1e-4
 
 
 def test_bad_inputs_raise() -> None:
