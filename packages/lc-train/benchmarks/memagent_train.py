@@ -26,6 +26,13 @@ under ``--workdir`` (default ``~/.cache/lc-train/memagent``).
 
 On a GPU, add ``--device cuda`` and scale up, e.g. ``sft --steps 2000 --train-items 400``,
 ``dapo --steps 200 --group 8 --groups 4 --train-length 4096``, ``eval --items 50``.
+``--model qwen2.5-coder-0.5b-instruct`` runs the recipe on the embedded Qwen-0.5B
+(checkpoints under ``WORKDIR/MODEL``, results in ``memagent_train-MODEL.json``).
+
+``sft`` and ``dapo`` also run under ``torchrun --nproc_per_node N`` (DDP, gloo on CPU,
+NCCL on CUDA): each rank takes its share of the SFT batch (global batch ``batch x N``)
+or rolls out its own groups, the steps average over every rank's tokens, and rank 0
+writes the checkpoints and results; a stage resumes on the same number of ranks.
 """
 
 from __future__ import annotations
@@ -51,14 +58,16 @@ TASKS = {
     "variable_tracking": {},
 }
 EVAL_SEED = 1000
+DEFAULT_MODEL = "smollm2-135m-instruct"
+MODELS = (DEFAULT_MODEL, "qwen2.5-coder-0.5b-instruct")
 LORA = {
     "r": 8,
     "lora_alpha": 16,
     "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-    # the top 8 of 30 layers: the backward pass stops at layer 22 (about half the cost
-    # of adapting every layer on a CPU)
-    "layers_to_transform": list(range(22, 30)),
 }
+# LoRA on the top 8 layers (SmolLM2: 22-29 of 30; Qwen-0.5B: 16-23 of 24): the backward
+# pass stops there (about half the cost of adapting every layer on a CPU)
+LORA_TOP_LAYERS = 8
 
 
 def load_json(path: pathlib.Path) -> dict:
@@ -111,16 +120,66 @@ def items(task: str, n: int, length: int, seed: int, tokenizer) -> list:
     )
 
 
-def base_model():
+def base_model(args):
     from lc_agents.models import load_model
 
-    return load_model("smollm2-135m-instruct")
+    return load_model(args.model)
+
+
+def lora_layers(model) -> list[int]:
+    n = model.config.num_hidden_layers
+    return list(range(max(0, n - LORA_TOP_LAYERS), n))
 
 
 def lora_model(model):
     from peft import LoraConfig, get_peft_model
 
-    return get_peft_model(model, LoraConfig(lora_dropout=0.0, bias="none", **LORA))
+    config = LoraConfig(
+        lora_dropout=0.0, bias="none", layers_to_transform=lora_layers(model), **LORA
+    )
+    return get_peft_model(model, config)
+
+
+def distributed(args) -> tuple[int, int]:
+    """``(rank, world size)``: under ``torchrun`` join the process group (gloo on CPU,
+    NCCL on CUDA, one GPU per local rank); ``(0, 1)`` in one process."""
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return 0, 1
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        if str(args.device).startswith("cuda"):
+            local = int(os.environ.get("LOCAL_RANK", "0"))
+            torch.cuda.set_device(local)
+            args.device = f"cuda:{local}"
+        dist.init_process_group("nccl" if str(args.device).startswith("cuda") else "gloo")
+    return dist.get_rank(), dist.get_world_size()
+
+
+def data_parallel(model, world: int):
+    """The policy as the steps see it: wrapped in DDP on two or more ranks."""
+    if world == 1:
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(model)
+
+
+def end_distributed(world: int) -> None:
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def check_world(log: dict, world: int, start: int) -> None:
+    """A resumed stage keeps its world size (the global batch is per rank x world)."""
+    if start and log.get("world_size", 1) != world:
+        sys.exit(f"this stage ran on {log.get('world_size', 1)} rank(s); resume it on as many")
 
 
 def label(args, stage: str) -> str:
@@ -129,14 +188,16 @@ def label(args, stage: str) -> str:
 
 
 def ckpt_path(args, stage: str) -> pathlib.Path:
-    return pathlib.Path(args.workdir).expanduser() / f"{stage}.pt"
+    """``WORKDIR/STAGE.pt`` for SmolLM2, ``WORKDIR/MODEL/STAGE.pt`` for another model."""
+    root = pathlib.Path(args.workdir).expanduser()
+    return (root if args.model == DEFAULT_MODEL else root / args.model) / f"{stage}.pt"
 
 
 def load_stage(args, stage: str):
     """(peft model, tokenizer) with the LoRA weights of ``stage`` (base: fresh LoRA = base)."""
     from lc_train.rl.trainer import load_checkpoint
 
-    model, tok = base_model()
+    model, tok = base_model(args)
     model = lora_model(model.to(args.device))
     if stage != "base":
         path = ckpt_path(args, stage)
@@ -267,6 +328,7 @@ def cmd_sft(args) -> None:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    rank, world = distributed(args)
     model, tok = load_stage(args, "base")
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr)
     name = label(args, "sft")
@@ -283,29 +345,42 @@ def cmd_sft(args) -> None:
         log["from_stage"] = args.from_stage
         log["loss"] = data.get(args.from_stage, {}).get("loss", [])[:start]
     log["loss"] = log["loss"][:start]
+    check_world(log, world, start)
+    trained = data_parallel(model, world)
     log.update(
+        world_size=world,
         pool_turns=len(pool),
         lr=args.lr,
         batch=args.batch,
-        lora=LORA,
+        model=args.model,
+        lora=LORA | {"layers_to_transform": lora_layers(model)},
         train_items=args.train_items,
         train_length=args.train_length,
         hard_negatives=args.hard_negatives,
     )
     bar = tqdm(
-        range(start, args.steps), desc=name, file=sys.stderr, initial=start, total=args.steps
+        range(start, args.steps),
+        desc=name,
+        file=sys.stderr,
+        initial=start,
+        total=args.steps,
+        disable=rank != 0,
     )
     for step in bar:
-        idx = [(step * args.batch + i) % len(pool) for i in range(args.batch)]
+        # the global batch is batch x world turns; rank r takes the r-th share
+        first = step * args.batch * world + rank * args.batch
+        idx = [(first + i) % len(pool) for i in range(args.batch)]
         stats = sft_step(
-            model, opt, [pool[i] for i in idx], micro_batch=args.micro, pad_id=tok.eos_token_id
+            trained, opt, [pool[i] for i in idx], micro_batch=args.micro, pad_id=tok.eos_token_id
         )
-        log["loss"].append(round(stats["loss"], 4))
+        log["loss"].append(round(stats["loss"], 4))  # the mean over all ranks' tokens
         bar.set_postfix(loss=f"{stats['loss']:.3f}")
         if (step + 1) % args.save_every == 0 or step + 1 == args.steps:
             log["peak_rss_mib"] = peak_rss_mib()
-            save_checkpoint(path, model, opt, step=step + 1)
-            save_json(args.results, data, name)
+            save_checkpoint(path, trained, opt, step=step + 1)  # rank 0 writes
+            if rank == 0:
+                save_json(args.results, data, name)
+    end_distributed(world)
 
 
 # ----------------------------------------------------------------------------- dapo
@@ -319,8 +394,9 @@ def cmd_dapo(args) -> None:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    rank, world = distributed(args)
     path = ckpt_path(args, "dapo")
-    model, tok = load_stage(args, "sft")
+    model, tok = load_stage(args, args.from_stage or "sft")
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr)
     start = 0
     if path.exists():
@@ -330,20 +406,35 @@ def cmd_dapo(args) -> None:
     data = load_json(args.results)
     log = data.setdefault("dapo", {"steps": []})
     log["steps"] = log["steps"][:start]
+    check_world(log, world, start)
+    trained = data_parallel(model, world)
     log.update(
-        group_size=args.group, groups=args.groups, lr=args.lr, train_length=args.train_length
+        world_size=world,
+        model=args.model,
+        init=args.from_stage or "sft",
+        group_size=args.group,
+        groups=args.groups,
+        lr=args.lr,
+        train_length=args.train_length,
     )
     bar = tqdm(
-        range(start, args.steps), desc="dapo", file=sys.stderr, initial=start, total=args.steps
+        range(start, args.steps),
+        desc="dapo",
+        file=sys.stderr,
+        initial=start,
+        total=args.steps,
+        disable=rank != 0,
     )
     for step in bar:
-        # dynamic sampling: draw groups until `groups` informative ones (or a cap) are found
+        # dynamic sampling: draw groups until `groups` informative ones (or a cap) are
+        # found; each rank draws its own items (`key`: the same as `step` on one rank)
         t0 = time.perf_counter()
+        key = step * world + rank
         groups, drawn, all_rewards = [], 0, []
         draw = 0
         while len(groups) < args.groups and drawn < args.groups * args.max_draw:
-            task = args.tasks[(step * 7 + draw) % len(args.tasks)]
-            item = items(task, 1, args.train_length, 10_000 + step * 100 + draw, tok)[0]
+            task = args.tasks[(key * 7 + draw) % len(args.tasks)]
+            item = items(task, 1, args.train_length, 10_000 + key * 100 + draw, tok)[0]
             draw += 1
             drawn += 1
             g = rollout_group(
@@ -352,17 +443,26 @@ def cmd_dapo(args) -> None:
                 item,
                 cfg,
                 group_size=args.group,
-                seed=step * 1000 + draw,
+                seed=key * 1000 + draw,
                 temperature=args.temperature,
             )
             all_rewards.append([e.reward for e in g])
             if len({e.reward for e in g}) > 1:
                 groups.append(g)
-        entry = {"step": step + 1, "drawn_groups": drawn, "rewards": all_rewards}
         batch = build_turn_batch(groups, overlong=dcfg) if groups else None
+        if world > 1:  # every rank's rewards; update only when every rank has turns
+            import torch.distributed as dist
+
+            gathered: list = [None] * world
+            dist.all_gather_object(gathered, (drawn, all_rewards, batch is not None))
+            drawn = sum(g[0] for g in gathered)
+            all_rewards = [r for g in gathered for r in g[1]]
+            if not all(g[2] for g in gathered):
+                batch = None
+        entry = {"step": step + 1, "drawn_groups": drawn, "rewards": all_rewards}
         if batch is not None:
             stats = dapo_step(
-                model,
+                trained,
                 opt,
                 batch.turns,
                 batch.advantages,
@@ -376,8 +476,10 @@ def cmd_dapo(args) -> None:
         log["steps"].append(entry)
         flat = [r for g in all_rewards for r in g]
         bar.set_postfix(reward=f"{sum(flat) / max(len(flat), 1):.2f}", kept=len(groups))
-        save_checkpoint(path, model, opt, step=step + 1)
-        save_json(args.results, data, "dapo")
+        save_checkpoint(path, trained, opt, step=step + 1)  # rank 0 writes
+        if rank == 0:
+            save_json(args.results, data, "dapo")
+    end_distributed(world)
 
 
 # ----------------------------------------------------------------------------- export
@@ -386,6 +488,8 @@ def cmd_export(args) -> None:
     from lc_agents.adapters import save_adapter
     from lc_agents.models import EMBEDDED_MODEL
 
+    if args.model != DEFAULT_MODEL:
+        sys.exit(f"export writes the SmolLM2 adapter that lc-agents ships; not for {args.model}")
     stage = label(args, args.weights)
     model, _tok = load_stage(args, stage)
     data = load_json(args.results)
@@ -500,6 +604,13 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("stage", choices=["eval", "sft", "dapo", "export", "plot"])
+    p.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        choices=MODELS,
+        help="embedded base model; another than SmolLM2 keeps its checkpoints under "
+        "WORKDIR/MODEL and its results in memagent_train-MODEL.json",
+    )
     p.add_argument("--weights", default="base", choices=["base", "sft", "dapo", "copy"])
     p.add_argument(
         "--variant",
@@ -509,7 +620,8 @@ def main() -> None:
     p.add_argument(
         "--from-stage",
         default="",
-        help="sft with --variant: start from this stage's checkpoint (e.g. sft)",
+        help="sft with --variant: start from this stage's checkpoint (e.g. sft); dapo: the "
+        "starting weights (default sft; base: RL without the SFT warm start)",
     )
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     p.add_argument("--lengths", nargs="+", type=int, default=[2048])
@@ -540,10 +652,15 @@ def main() -> None:
     p.add_argument(
         "--results",
         type=pathlib.Path,
-        default=RESULTS,
-        help="results JSON (the plot goes beside it)",
+        default=None,
+        help="results JSON (the plot goes beside it); default memagent_train.json "
+        "(SmolLM2) or memagent_train-MODEL.json",
     )
     args = p.parse_args()
+    if args.results is None:
+        args.results = (
+            RESULTS if args.model == DEFAULT_MODEL else OUT / f"memagent_train-{args.model}.json"
+        )
     {"eval": cmd_eval, "sft": cmd_sft, "dapo": cmd_dapo, "export": cmd_export, "plot": cmd_plot}[
         args.stage
     ](args)
