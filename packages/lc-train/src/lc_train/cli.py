@@ -3,6 +3,7 @@
     lc-train oomb-finetune --model smollm2 --data book.txt --seq-len 16384 --chunk 2048 \\
         --steps 200 --save-every 50 --out runs/book
     lc-train oomb-finetune ... --out runs/book --resume     # continue after an interruption
+    torchrun --nproc_per_node 2 -m lc_train.cli oomb-finetune ... --fsdp   # sharded ranks
 """
 
 from __future__ import annotations

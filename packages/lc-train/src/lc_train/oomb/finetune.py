@@ -474,7 +474,8 @@ class FinetuneResult:
         steps_done: the step the run stopped at (``config.steps`` unless stopped early).
         losses: ``{step: mean loss}`` of the steps run in this call.
         checkpoint: the last checkpoint written, if any.
-        model: the trained model (with LoRA adapters merged into its modules, unmerged).
+        model: the trained model (with LoRA adapters merged into its modules, unmerged;
+            sharded with FSDP2 under ``torchrun`` with ``fsdp=True``).
     """
 
     steps_done: int
