@@ -204,3 +204,33 @@ def test_config_validation() -> None:
         ContextNavConfig(shots=5, candidates=3)
     with pytest.raises(ValueError, match="consistency_threshold"):
         ContextNavConfig(consistency_threshold=1.5)
+
+
+def test_label_alignment_without_a_label_space_keeps_unaligned_queries_served(tmp_path) -> None:
+    # Statement examples, a question query, no label space given: no candidate shares the
+    # query's structure, so none can tell the label space. align_labels must then leave
+    # the candidates alone (label space unknown), not drop them all as outside an empty one.
+    pool = ExamplePool.open(tmp_path, HashingEmbedder(dim=128))
+    pool.add(
+        [
+            ContextItem(f"m{i}", f"Return the {w} of x.", "math")
+            for i, w in enumerate(
+                ["sine", "cosine", "square root", "logarithm", "tangent", "floor"]
+            )
+        ]
+        + [
+            ContextItem(f"t{i}", f"Return the {w} of the string.", "text")
+            for i, w in enumerate(["length", "lowercase copy", "title case", "first word"])
+        ]
+    )
+    nav = ContextNav(pool, ContextNavConfig(shots=2, candidates=4, max_candidates=10))
+    query = ContextItem("q", "What is the square root of x?")
+    res = nav.run_chain(["retrieve", "align_labels", "select_top"], query, label_space=None)
+    assert [s.item.label for s in res.shots] == ["math", "math"]
+    assert "align_labels: 4 -> 4" in res.trace
+    # a given label space still filters, and an inferred one still does when examples align
+    given = nav.run_chain(["retrieve", "align_labels", "select_top"], query, label_space=["text"])
+    assert {s.item.label for s in given.shots} == {"text"}
+    aligned = ContextItem("q2", "Return the sine of the string.")
+    kept = nav.run_chain(["retrieve", "align_labels", "select_top"], aligned, label_space=None)
+    assert len(kept.shots) == 2

@@ -180,10 +180,13 @@ def default_tools(pool: ExamplePool, config: ContextNavConfig) -> dict[str, Tool
         run.__name__ = name
         return run
 
-    def label_space(state: NavState) -> tuple[str, ...]:
+    def label_space(state: NavState) -> tuple[str, ...] | None:
+        # The given space, else the one the aligned candidates show; None (keep every
+        # candidate) when no candidate is aligned: an empty estimate means "unknown",
+        # not "no label is allowed".
         if state.label_space is not None:
             return state.label_space
-        return infer_label_space(state.query.text, state.candidates)
+        return infer_label_space(state.query.text, state.candidates) or None
 
     return {
         "retrieve": logged("retrieve", lambda s: pool.search(s.query, min(s.k, max(len(pool), 1)))),
