@@ -35,11 +35,20 @@ The summary ``contextnav_noise.json`` holds accuracy with 95% Wilson intervals p
 condition (pooled over seeds, and per seed), the share of noisy shots each condition
 chose, and paired ContextNav-vs-similarity counts; ``contextnav_noise.png`` plots it.
 
-Run (2-core CPU, shared; about 40 minutes):
-    nice -n 10 uv run python packages/lc-agents/benchmarks/contextnav_noise.py
+Other noise: ``--noise systematic`` (every topic's twins carry the same wrong label) or
+``--noise replace`` (the paraphrase replaces its clean original), with ``--flip``; their
+files get a suffix (``contextnav_noise_systematic0.4.json``). ``--audit N`` skips the
+model and writes ``contextnav_noise_audit.json``: the share of flipped shots ContextNav
+and similarity top-k choose for N items under each ``--audit-noise`` setting.
+
+Run (shared 2-core CPU: about a minute per item for 5 conditions x 3 seeds; records
+resume, ``--time-budget`` stops cleanly, ``--summarise`` rewrites JSON and PNG):
+    nice -n 10 uv run python packages/lc-agents/benchmarks/contextnav_noise.py --threads 2
 Pilot (10 items, one seed):
     nice -n 10 uv run python packages/lc-agents/benchmarks/contextnav_noise.py \\
         --test 10 --seeds 0 --out /tmp/cn-pilot
+Model-free audits:
+    nice -n 10 uv run python packages/lc-agents/benchmarks/contextnav_noise.py --audit 100
 """
 
 from __future__ import annotations
@@ -191,13 +200,35 @@ def split(
     return test, rest[:n_pool]
 
 
-def noisy_pool(clean: list[dict[str, str]], flip: float, seed: int) -> list[dict[str, Any]]:
-    """Clean rows plus, for a ``flip`` share of them, a paraphrase with a wrong label."""
+# the one wrong label of every topic under ``systematic`` noise
+SYSTEMATIC = {
+    "math": "time",
+    "time": "math",
+    "text": "files",
+    "files": "network",
+    "network": "text",
+}
+NOISE_KINDS = ("twins", "systematic", "replace")
+
+
+def noisy_pool(
+    clean: list[dict[str, str]], flip: float, seed: int, kind: str = "twins"
+) -> list[dict[str, Any]]:
+    """Clean rows plus, for a ``flip`` share of them, a paraphrase with a wrong label.
+
+    ``kind``: ``twins`` (the wrong label drawn uniformly, the clean original kept),
+    ``systematic`` (every topic's twins get the same wrong label, :data:`SYSTEMATIC`) or
+    ``replace`` (as ``twins``, but the paraphrase replaces its clean original).
+    """
+    if kind not in NOISE_KINDS:
+        raise ValueError(f"kind={kind!r}; allowed: {NOISE_KINDS}")
     rng = random.Random(f"flip:{seed}")
     out: list[dict[str, Any]] = [{**r, "id": f"c{i}", "noisy": False} for i, r in enumerate(clean)]
     chosen = rng.sample(range(len(clean)), round(flip * len(clean)))
     for i in sorted(chosen):
         wrong = rng.choice([lab for lab in LABELS if lab != clean[i]["label"]])
+        if kind == "systematic":
+            wrong = SYSTEMATIC[clean[i]["label"]]
         out.append(
             {
                 "text": paraphrase(clean[i]["text"]),
@@ -207,7 +238,58 @@ def noisy_pool(clean: list[dict[str, str]], flip: float, seed: int) -> list[dict
                 "noisy": True,
             }
         )
+    if kind == "replace":
+        replaced = {f"c{i}" for i in chosen}
+        out = [r for r in out if r["id"] not in replaced]
     return out
+
+
+def audit(args: argparse.Namespace, rows: list[dict[str, str]]) -> None:
+    """Model-free: the share of flipped shots ContextNav and similarity top-k choose under
+    each noise kind and flip rate of ``--audit-noise`` (seed ``args.seeds[0]``)."""
+    from lc_agents.contextnav import (
+        ContextItem,
+        ContextNav,
+        ContextNavConfig,
+        ExamplePool,
+        similarity_shots,
+    )
+    from lc_agents.retrieval import MiniLMEmbedder
+
+    embedder = MiniLMEmbedder()
+    seed = args.seeds[0]
+    results = []
+    for spec in args.audit_noise:
+        kind, _, rate = spec.partition(":")
+        test, clean = split(rows, args.test, args.pool, seed)
+        pool_rows = noisy_pool(clean, float(rate), seed, kind)
+        noisy_ids = {r["id"] for r in pool_rows if r["noisy"]}
+        items = [ContextItem(r["id"], r["text"], r["label"]) for r in pool_rows]
+        pool = ExamplePool.open(tempfile.mkdtemp(prefix="cn-audit-"), embedder)
+        pool.add(items)
+        nav = ContextNav(pool, ContextNavConfig(shots=args.shots))
+        counts = {"contextnav": 0, "similarity": 0}
+        for row in test[: args.audit]:
+            q = ContextItem("q", row["text"])
+            counts["contextnav"] += sum(s.id in noisy_ids for s in nav.build(q, None).examples)
+            counts["similarity"] += sum(
+                s.id in noisy_ids for s in similarity_shots(pool, q, args.shots)
+            )
+        n_shots = args.shots * min(args.audit, len(test))
+        res = {
+            "noise": kind,
+            "flip": float(rate),
+            "pool": len(items),
+            "mislabelled": len(noisy_ids),
+            "items": min(args.audit, len(test)),
+            "flipped_shot_share": {m: c / n_shots for m, c in counts.items()},
+        }
+        print(json.dumps(res), flush=True)
+        results.append(res)
+    out = Path(args.out)
+    (out / "contextnav_noise_audit.json").write_text(
+        json.dumps({"seed": seed, "shots": args.shots, "audits": results}, indent=1)
+    )
 
 
 class Scorer:
@@ -257,6 +339,11 @@ class Scorer:
                 self.memo[k] = [round(float(x), 4) for x in row]
             self.forwards += len(todo)
         return [self.memo[k] for k in keys]
+
+
+def suffix(args: argparse.Namespace) -> str:
+    """File-name suffix of a noise setting other than the default (twins, 0.4)."""
+    return "" if (args.noise, args.flip) == ("twins", 0.4) else f"_{args.noise}{args.flip:g}"
 
 
 def load_records(path: Path) -> dict[tuple[str, int, str], dict[str, Any]]:
@@ -386,6 +473,16 @@ def main() -> None:
     ap.add_argument(
         "--time-budget", type=float, default=0.0, help="seconds; start no item after (0: none)"
     )
+    ap.add_argument("--noise", choices=NOISE_KINDS, default="twins")
+    ap.add_argument(
+        "--audit", type=int, default=0, help="model-free shot audit over this many items, then stop"
+    )
+    ap.add_argument(
+        "--audit-noise",
+        nargs="+",
+        default=["twins:0.4", "systematic:0.4", "replace:0.4", "systematic:1.0"],
+        help="KIND:FLIP pairs audited by --audit",
+    )
     ap.add_argument(
         "--summarise", action="store_true", help="only rewrite the JSON and PNG from the records"
     )
@@ -404,11 +501,14 @@ def main() -> None:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rec_path = out / "contextnav_noise_records.jsonl"
+    rec_path = out / f"contextnav_noise{suffix(args)}_records.jsonl"
     done = load_records(rec_path)
     rows = corpus()
     counts = Counter(r["label"] for r in rows)
     print(f"corpus: {len(rows)} sentences {dict(counts)}", flush=True)
+    if args.audit:
+        audit(args, rows)
+        return
     if args.summarise:
         write_summary(args, rows, done, {}, None, t0)
         return
@@ -419,7 +519,7 @@ def main() -> None:
     setups: dict[int, dict[str, Any]] = {}
     for seed in args.seeds:
         test, clean = split(rows, args.test, args.pool, seed)
-        pool_rows = noisy_pool(clean, args.flip, seed)
+        pool_rows = noisy_pool(clean, args.flip, seed, args.noise)
         noisy_ids = {r["id"] for r in pool_rows if r["noisy"]}
         items = [
             ContextItem(r["id"], r["text"], r["label"], metadata={"source": r["source"]})
@@ -549,12 +649,12 @@ def write_summary(
         "forwards_this_run": forwards,
         "seconds": {**seconds, "total": time.time() - t0},
     }
-    (out / "contextnav_noise.json").write_text(json.dumps(report, indent=1))
+    (out / f"contextnav_noise{suffix(args)}.json").write_text(json.dumps(report, indent=1))
     title = (
         f"Qwen2.5-Coder-0.5B, {args.shots}-shot, {len(complete)} items x {len(args.seeds)} "
-        f"seeds, {args.flip:.0%} flipped twins"
+        f"seeds, {args.flip:.0%} flipped ({args.noise})"
     )
-    plot(summary, out / "contextnav_noise.png", title)
+    plot(summary, out / f"contextnav_noise{suffix(args)}.png", title)
     print(json.dumps({c: v["accuracy"] for c, v in summary["accuracy"].items()}, indent=1))
     print(json.dumps(summary["paired"], indent=1))
 
