@@ -93,9 +93,11 @@ def _corpus(path: Path) -> Path:
 
 
 def _weights(path: Path) -> dict[str, torch.Tensor]:
+    """The trained weights of a run: the model, or the LoRA adapters."""
     from safetensors.torch import load_file
 
-    return load_file(str(path / "final" / "model.safetensors"))
+    adapters = path / "final" / "adapter.safetensors"
+    return load_file(str(adapters if adapters.is_file() else path / "final" / "model.safetensors"))
 
 
 def _log(path: Path) -> list[dict[str, float]]:
@@ -119,6 +121,15 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"root": root, "common": common, "one": root / "one"}
 
 
+def _one_process_lora(run: dict[str, Any]) -> Path:
+    from lc_train.cli import main
+
+    one = run["root"] / "one-lora"
+    args = [*run["common"], "--lora-rank", "2", "--batch", "2", "--out", str(one)]
+    assert main(args) == 0
+    return one
+
+
 def _check_against_one_process(out: Path, one: Path) -> dict[str, torch.Tensor]:
     rows, single = _log(out), _log(one)
     assert [r["step"] for r in rows] == [1, 2, 3, 4]  # one log, written by rank 0
@@ -130,7 +141,10 @@ def _check_against_one_process(out: Path, one: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     start = load_file(str(one.parent / "model" / "model.safetensors"))
-    assert max((ref[n] - start[n]).abs().max().item() for n in ref) > 1e-3  # it trained
+    if all("lora_" in n for n in ref):  # adapters: B starts at zero
+        assert max(ref[n].abs().max().item() for n in ref if "lora_B" in n) > 1e-3
+    else:
+        assert max((ref[n] - start[n]).abs().max().item() for n in ref) > 1e-3  # it trained
     for name, value in ref.items():
         assert (dp[name] - value).abs().max().item() < 1e-5, name
     meta = json.loads((out / "checkpoints" / "step-0000004" / "meta.json").read_text())
@@ -147,18 +161,23 @@ def _interrupt_at_step_2(out: Path) -> None:
 
 
 @pytest.mark.slow  # one or two torchrun launches: 15-60 s by machine load
-@pytest.mark.parametrize("mode", ["ddp", "fsdp"])
+@pytest.mark.parametrize("mode", ["ddp", "fsdp", "fsdp-lora"])
 def test_cli_under_torchrun_equals_one_process_on_the_doubled_batch(
     run: dict[str, Any], torchrun: Any, mode: str
 ) -> None:
     out = run["root"] / mode
     args = [*run["common"], "--batch", "1", "--out", str(out)]
-    if mode == "fsdp":
+    one = run["one"]
+    if mode.startswith("fsdp"):
         args.append("--fsdp")
+    if mode == "fsdp-lora":  # frozen base weights sharded beside trained adapters
+        pytest.importorskip("peft")
+        args += ["--lora-rank", "2"]
+        one = _one_process_lora(run)
     torchrun("-m", "lc_train.cli", *args)
-    final = _check_against_one_process(out, run["one"])
+    final = _check_against_one_process(out, one)
     meta = json.loads((out / "checkpoints" / "step-0000004" / "meta.json").read_text())
-    assert meta["config"]["fsdp"] is (mode == "fsdp")
+    assert meta["config"]["fsdp"] is mode.startswith("fsdp")
 
     if mode == "ddp":
         # a replicated run resumes through the single-process path (test_oomb_finetune);
