@@ -26,10 +26,27 @@ import math
 import torch
 
 from lc_attention.hsa.retrieval import chunk_scores
+from lc_kernels.backend import Backend, parse_backend
 
 __all__ = ["hsa_attention", "hsa_attention_reference"]
 
-_BACKENDS = ("auto", "torch", "kernel")
+#: the backends of the chunk attention
+BACKENDS: tuple[Backend, ...] = (Backend.AUTO, Backend.TORCH, Backend.TRITON)
+#: the spelling of lc-attention 0.14 and earlier, accepted with a DeprecationWarning until 0.16
+DEPRECATED_BACKENDS = {"kernel": Backend.TRITON}
+
+
+def check_backend(backend: object, name: str = "backend", stacklevel: int = 4) -> Backend | str:
+    """Raise ``ValueError`` unless ``backend`` is one of ``BACKENDS``; warn on ``"kernel"``.
+
+    ``"kernel"`` is ``"triton"`` on CUDA and, for the releases that still accept it,
+    keeps running ``lc_kernels.selected_attention``'s PyTorch reference on other devices
+    (``"triton"`` there needs Triton's interpreter). Returns the member, or ``"kernel"``.
+    """
+    member = parse_backend(
+        backend, BACKENDS, deprecated=DEPRECATED_BACKENDS, name=name, stacklevel=stacklevel
+    )
+    return "kernel" if backend == "kernel" else member
 
 
 def _check(q: torch.Tensor, chunk_k: torch.Tensor, chunk_v: torch.Tensor) -> tuple[int, ...]:
@@ -78,6 +95,7 @@ def _kernel(
     chunk_v: torch.Tensor,
     indices: torch.Tensor,
     weights: torch.Tensor,
+    backend: Backend,
 ) -> torch.Tensor:
     from lc_kernels import selected_attention
 
@@ -92,7 +110,7 @@ def _kernel(
     out = torch.zeros_like(q, dtype=torch.float32)
     for j in range(indices.shape[-1]):
         o = selected_attention(
-            q, k_flat, v_flat, indices[..., j : j + 1].contiguous(), block_size=s
+            q, k_flat, v_flat, indices[..., j : j + 1].contiguous(), block_size=s, backend=backend
         )
         w = weights[..., j].repeat_interleave(r, dim=2)[..., None]  # [B,T,H,1]
         out = out + o.float() * w
@@ -106,7 +124,7 @@ def hsa_attention(
     indices: torch.Tensor,
     weights: torch.Tensor,
     *,
-    backend: str = "auto",
+    backend: Backend | str = "auto",
     query_block: int = 1024,
 ) -> torch.Tensor:
     """Attention of every query into its selected chunks, mixed by the retrieval weights.
@@ -118,7 +136,9 @@ def hsa_attention(
         indices: ``[B, T, G, k]`` selected chunk ids, ``-1`` = unused slot (weight must be 0).
         weights: ``[B, T, G, k]`` mixing weights (from
             [select_chunks][lc_attention.hsa.retrieval.select_chunks]).
-        backend: ``"auto"``, ``"torch"`` (gather) or ``"kernel"`` (``lc_kernels.selected_attention``).
+        backend: a [Backend][lc_kernels.backend.Backend]: ``"auto"`` (the kernel on CUDA,
+            the gather path elsewhere), ``"torch"`` (gather) or ``"triton"``
+            (``lc_kernels.selected_attention``'s kernels; ``"kernel"`` of 0.14 warns).
         query_block: queries per block on the gather path (bounds memory at long ``T``).
 
     Returns:
@@ -137,14 +157,15 @@ def hsa_attention(
             f"indices and weights must be [B, T, G, k] = [{b}, {t}, {g}, k], got "
             f"{tuple(indices.shape)} and {tuple(weights.shape)}"
         )
-    if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    choice = check_backend(backend, stacklevel=3)
     if query_block < 1:
         raise ValueError(f"query_block must be >= 1, got {query_block}")
-    if backend == "auto":
-        backend = "kernel" if q.is_cuda else "torch"
-    if backend == "kernel":
-        return _kernel(q, chunk_k, chunk_v, indices, weights)
+    if choice == Backend.AUTO and q.is_cuda:
+        return _kernel(q, chunk_k, chunk_v, indices, weights, Backend.AUTO)
+    if choice == "kernel":  # the reference on CPU, as before
+        return _kernel(q, chunk_k, chunk_v, indices, weights, Backend.AUTO)
+    if choice == Backend.TRITON:
+        return _kernel(q, chunk_k, chunk_v, indices, weights, Backend.TRITON)
     kp = chunk_k.permute(0, 3, 1, 2, 4)  # [B,G,C,S,D]
     vp = chunk_v.permute(0, 3, 1, 2, 4)
     qg = q.view(b, t, g, h // g, d)

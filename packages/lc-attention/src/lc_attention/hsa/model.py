@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lc_attention.bam.model import PreNormBlock
-from lc_attention.hsa.attention import hsa_attention
+from lc_attention.hsa.attention import check_backend, hsa_attention
 from lc_attention.hsa.retrieval import chunk_scores, select_chunks
 from lc_attention.rope import apply_rotary, rotary_tables
 
@@ -43,8 +43,6 @@ __all__ = [
     "HSATransformerConfig",
     "SlidingWindowSelfAttention",
 ]
-
-_BACKENDS = ("auto", "torch", "kernel")
 
 
 @dataclass(frozen=True)
@@ -79,7 +77,8 @@ class HSATransformerConfig:
         gumbel_noise: perturb the top-k choice with Gumbel noise in training mode.
         max_seq_len: longest accepted input, a multiple of ``chunk_size``.
         query_block: queries processed together in retrieval and chunk attention.
-        backend: chunk-attention path, ``"auto"``, ``"torch"`` or ``"kernel"``.
+        backend: chunk-attention path, ``"auto"``, ``"torch"`` or ``"triton"`` (see
+            [hsa_attention][lc_attention.hsa.attention.hsa_attention]).
         rope_theta: RoPE base of the sliding-window attention.
     """
 
@@ -135,8 +134,7 @@ class HSATransformerConfig:
                 f"window ({self.window}) must be >= chunk_size ({self.chunk_size}); otherwise the "
                 "start of the current, incomplete chunk is seen by neither path"
             )
-        if self.backend not in _BACKENDS:
-            raise ValueError(f"backend must be one of {_BACKENDS}, got {self.backend!r}")
+        check_backend(self.backend, name="HSATransformerConfig.backend")
         if not self.rope_theta > 0:
             raise ValueError(f"rope_theta must be > 0, got {self.rope_theta}")
 
