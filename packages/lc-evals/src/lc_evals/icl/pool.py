@@ -32,8 +32,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lc_evals.length import length_unit, make_measure
-from lc_evals.tasks._common import build_item, check_int, item_rng
+from lc_evals.tasks._common import ItemPrompt, Sizer, check_int, item_rng
 from lc_evals.types import TaskItem
 
 POOL_LABELS: tuple[str, ...] = ("billing", "shipping", "account", "technical")
@@ -300,8 +299,8 @@ def icl_noisy_pool(
         pool_size, noise_rate=noise_rate, misaligned_rate=misaligned_rate, seed=seed
     )
     queries = make_pool_queries(pool, n, seed)
-    measure = make_measure(tokenizer)
-    unit = length_unit(tokenizer)
+    sizer = Sizer.of(tokenizer, length)
+    measure, unit = sizer.measure, sizer.unit
     shots: list[str] = []
     for e in pool.examples:
         candidate = "\n\n".join([*shots, format_example(e.text, e.label)])
@@ -318,16 +317,14 @@ def icl_noisy_pool(
         )
     pool_dicts = [e.to_dict() for e in pool.examples]
     return [
-        build_item(
+        sizer.item(
             "icl_noisy_pool",
             seed,
             i,
             context=context,
-            question=f"{INSTRUCTION}\n\n{format_example(q.text)}",
+            prompt=ItemPrompt(f"{INSTRUCTION}\n\n{format_example(q.text)}"),
             answers=(q.label,),
-            target_length=length,
-            measured_length=measure(context),
-            unit=unit,
+            measured=measure(context),
             query=q.text,
             labels=list(POOL_LABELS),
             pool=pool_dicts,

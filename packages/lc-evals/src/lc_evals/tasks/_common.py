@@ -163,6 +163,26 @@ class ItemPrompt:
 
 
 @dataclass(frozen=True)
+class Draft:
+    """One item as a generator drew it, before its id and length facts are added:
+    the context, its length as the sizer's counter measured it, the prompt, the
+    answers and the task's own metadata (kept in its order)."""
+
+    context: str
+    measured: int
+    prompt: ItemPrompt
+    answers: Iterable[str]
+    metadata: dict[str, Any]
+
+    @classmethod
+    def of(
+        cls, fitted: Fitted, prompt: ItemPrompt, answers: Iterable[str], **metadata: Any
+    ) -> Draft:
+        """The draft of a context fitted by :meth:`Sizer.fit`."""
+        return cls(fitted.context, fitted.length, prompt, answers, metadata)
+
+
+@dataclass(frozen=True)
 class Sizer:
     """How a generator fits its items to the target length: one helper for every task.
 
@@ -231,6 +251,28 @@ class Sizer:
         return fit_count(
             build, self.target, self.counter(prompt), minimum=minimum, what=self._what(what)
         )
+
+    def items(
+        self, task: str, n: int, seed: int, draft: Callable[[random.Random, int], Draft]
+    ) -> list[TaskItem]:
+        """Items ``0 .. n-1`` of ``task``: ``draft(rng, index)`` draws each from its own
+        seeded stream (:func:`item_rng`) and :meth:`item` completes it."""
+        items = []
+        for index in range(n):
+            d = draft(item_rng(task, seed, index), index)
+            items.append(
+                self.item(
+                    task,
+                    seed,
+                    index,
+                    context=d.context,
+                    prompt=d.prompt,
+                    answers=d.answers,
+                    measured=d.measured,
+                    **d.metadata,
+                )
+            )
+        return items
 
     def item(
         self,

@@ -21,7 +21,7 @@ from typing import Any
 
 from lc_evals.haystack import essay_sentences
 from lc_evals.length import Insert
-from lc_evals.tasks._common import ItemPrompt, Sizer, check_int, item_rng
+from lc_evals.tasks._common import Draft, ItemPrompt, Sizer, check_int
 from lc_evals.types import TaskItem
 
 PEOPLE: tuple[str, ...] = ("Mary", "John", "Daniel", "Sandra", "Fred", "Julie", "Bill", "Emma")
@@ -174,30 +174,24 @@ def _make(task: str):  # type: ignore[no-untyped-def]
     ) -> list[TaskItem]:
         check_int("num_facts", num_facts, 1)
         sizer = Sizer.of(tokenizer, length)
-        items = []
-        for index in range(n):
-            rng = item_rng(task, seed, index)
+
+        def draft(rng: random.Random, index: int) -> Draft:
             facts, question, answers = story(task, rng, num_facts)
             depths = sorted(rng.random() for _ in facts)
             inserts = [Insert(f, d) for f, d in zip(facts, depths)]
             prompt = ItemPrompt(question)
             fitted = sizer.fit(essay_sentences(rng), inserts, prompt, what="the story facts")
-            items.append(
-                sizer.item(
-                    task,
-                    seed,
-                    index,
-                    context=fitted.context,
-                    prompt=prompt,
-                    answers=answers,
-                    measured=fitted.length,
-                    facts=facts,
-                    needles=facts,
-                    needle_offsets=list(fitted.offsets),
-                    depths=depths,
-                )
+            return Draft.of(
+                fitted,
+                prompt,
+                answers,
+                facts=facts,
+                needles=facts,
+                needle_offsets=list(fitted.offsets),
+                depths=depths,
             )
-        return items
+
+        return sizer.items(task, n, seed, draft)
 
     generate_babilong.__name__ = task
     generate_babilong.__doc__ = (

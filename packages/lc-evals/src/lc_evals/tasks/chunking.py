@@ -20,12 +20,12 @@ from typing import Any
 from lc_evals.haystack import needle_sentences
 from lc_evals.length import Insert
 from lc_evals.tasks._common import (
+    Draft,
     ItemPrompt,
     Sizer,
     check_choice,
     check_depth,
     check_int,
-    item_rng,
 )
 from lc_evals.types import TaskItem
 
@@ -66,10 +66,8 @@ def kv_retrieval(
     """
     check_depth(depth)
     sizer = Sizer.of(tokenizer, length)
-    task = "kv_retrieval"
-    items = []
-    for index in range(n):
-        rng = item_rng(task, seed, index)
+
+    def draft(rng: random.Random, index: int) -> Draft:
         key, value = _uuid(rng), _uuid(rng)
         d = float(depth) if depth is not None else rng.random()
         filler = needle_sentences(functools.partial(_random_kv_line, rng))
@@ -84,23 +82,18 @@ def kv_retrieval(
             sep="\n",
             what="the header and target pair",
         )
-        items.append(
-            sizer.item(
-                task,
-                seed,
-                index,
-                context=fitted.context,
-                prompt=prompt,
-                answers=(value,),
-                measured=fitted.length,
-                depth=d,
-                key=key,
-                needles=[kv_line(key, value)],
-                needle_offsets=list(fitted.offsets),
-                filler_chars=fitted.filler_chars,
-            )
+        return Draft.of(
+            fitted,
+            prompt,
+            (value,),
+            depth=d,
+            key=key,
+            needles=[kv_line(key, value)],
+            needle_offsets=list(fitted.offsets),
+            filler_chars=fitted.filler_chars,
         )
-    return items
+
+    return sizer.items("kv_retrieval", n, seed, draft)
 
 
 NUMBER_RE = re.compile(r"-?\d+")
@@ -123,10 +116,8 @@ def minmax(
     if not isinstance(high, int) or high <= low:
         raise ValueError(f"high must be an integer > low={low}, got {high!r}")
     sizer = Sizer.of(tokenizer, length)
-    task = "minmax"
-    items = []
-    for index in range(n):
-        rng = item_rng(task, seed, index)
+
+    def draft(rng: random.Random, index: int) -> Draft:
         which = op if op is not None else rng.choice(("max", "min"))
         filler = needle_sentences(functools.partial(_random_number, rng, low, high))
         word = "largest" if which == "max" else "smallest"
@@ -137,21 +128,16 @@ def minmax(
         numbers = [int(x) for x in NUMBER_RE.findall(fitted.context)]
         check_int("count of numbers that fit", len(numbers), 1)
         answer = max(numbers) if which == "max" else min(numbers)
-        items.append(
-            sizer.item(
-                task,
-                seed,
-                index,
-                context=fitted.context,
-                prompt=prompt,
-                answers=(str(answer),),
-                measured=fitted.length,
-                op=which,
-                num_numbers=len(numbers),
-                answer_offset=_offset(fitted.context, answer),
-            )
+        return Draft.of(
+            fitted,
+            prompt,
+            (str(answer),),
+            op=which,
+            num_numbers=len(numbers),
+            answer_offset=_offset(fitted.context, answer),
         )
-    return items
+
+    return sizer.items("minmax", n, seed, draft)
 
 
 def _offset(context: str, value: int) -> int:

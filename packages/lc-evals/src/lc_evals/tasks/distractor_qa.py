@@ -30,11 +30,11 @@ from lc_evals import words as W
 from lc_evals.haystack import essay_sentences
 from lc_evals.tasks._common import (
     TEMPLATES,
+    Draft,
     ItemPrompt,
     Sizer,
     check_choice,
     check_int,
-    item_rng,
     ruler_prompt,
 )
 from lc_evals.types import TaskItem
@@ -173,9 +173,8 @@ def distractor_qa(
     sizer = Sizer.of(tokenizer, length, length_counts=length_counts, reserve=reserve)
     unit = sizer.unit
     join = _documents if template == "ruler" else _joined
-    items = []
-    for index in range(n):
-        rng = item_rng(TASK, seed, index)
+
+    def draft(rng: random.Random, index: int) -> Draft:
         filler = essay_sentences(rng)
         adjective, noun = rng.choice(W.ADJECTIVES), rng.choice(W.NOUNS)
         attribute = rng.choice(ATTRIBUTES)
@@ -238,21 +237,19 @@ def distractor_qa(
         rng.shuffle(order)
         ordered = [passages[i] for i in order]
         context = join(ordered)
-        items.append(
-            sizer.item(
-                TASK,
-                seed,
-                index,
-                context=context,
-                prompt=prompt,
-                answers=(answer,),
-                measured=counter(context),
-                passages=[p for p, _ in ordered],
-                kinds=[k for _, k in ordered],
-                gold_index=order.index(0),
-                distractor_values=distractor_values,
-                entity=entity,
-                attribute=attribute,
-            )
+        return Draft(
+            context,
+            counter(context),
+            prompt,
+            (answer,),
+            {
+                "passages": [p for p, _ in ordered],
+                "kinds": [k for _, k in ordered],
+                "gold_index": order.index(0),
+                "distractor_values": distractor_values,
+                "entity": entity,
+                "attribute": attribute,
+            },
         )
-    return items
+
+    return sizer.items(TASK, n, seed, draft)

@@ -47,9 +47,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lc_evals.length import Measure, largest_fitting, length_unit, make_measure
+from lc_evals.length import largest_fitting
 from lc_evals.scorers import SCORERS, extract_answer, normalize
-from lc_evals.tasks._common import build_item, item_rng
+from lc_evals.tasks._common import Draft, ItemPrompt, Sizer
 from lc_evals.types import TaskItem
 
 KINDS: tuple[str, ...] = ("single", "reworded", "absent", "two_hop", "count")
@@ -1154,15 +1154,12 @@ class _Haystack:
 
 
 def _fit_document(
-    paragraphs: Sequence[Paragraph],
-    plants: Sequence[_Plant],
-    target: int,
-    measure: Measure,
-    unit: str,
+    paragraphs: Sequence[Paragraph], plants: Sequence[_Plant], sizer: Sizer
 ) -> _Document:
     """The longest document with the plants not longer than ``target`` in ``measure``'s
     unit: whole sentences, then whole words of the next one, then, if that still leaves
     more than 0.5% of the target, characters of one more word."""
+    target, measure, unit = sizer.target, sizer.measure, sizer.unit
     hay = _Haystack(paragraphs, plants)
     n = len(hay)
     cache: dict[tuple[int, int], int] = {}
@@ -1484,16 +1481,15 @@ def docqa(
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise ValueError(f"seed must be an integer, got {seed!r}")
     task = f"docqa_{cfg.kind}"
-    measure = make_measure(tokenizer)
-    unit = length_unit(tokenizer)
-    items = []
-    for index in range(n):
-        rng = item_rng(task, seed, index)
+    sizer = Sizer.of(tokenizer, length)
+    unit = sizer.unit
+
+    def draft_item(rng: random.Random, index: int) -> Draft:
         draft = _DRAFTERS[cfg.kind](rng, cfg)
         plants = [*draft.facts, *draft.distractors]
         for attempt in range(_WINDOW_ATTEMPTS):
             paragraphs, start = _window(task, seed, index, attempt)
-            doc = _fit_document(paragraphs, plants, length, measure, unit)
+            doc = _fit_document(paragraphs, plants, sizer)
             if cfg.kind != "two_hop":
                 break
             gap = abs(doc.offsets[1] - doc.offsets[0]) / len(doc.context)
@@ -1534,21 +1530,9 @@ def docqa(
             filler_chars=doc.filler_chars,
             scorer="docqa",
         )
-        items.append(
-            build_item(
-                task,
-                seed,
-                index,
-                context=doc.context,
-                question=draft.question,
-                answers=draft.answers,
-                target_length=length,
-                measured_length=doc.length,
-                unit=unit,
-                **meta,
-            )
-        )
-    return items
+        return Draft(doc.context, doc.length, ItemPrompt(draft.question), draft.answers, meta)
+
+    return sizer.items(task, n, seed, draft_item)
 
 
 def docqa_single(

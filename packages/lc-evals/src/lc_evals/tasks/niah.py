@@ -32,6 +32,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from lc_evals.haystack import (
@@ -47,6 +48,7 @@ from lc_evals.tasks._common import (
     TEMPLATES,
     VALUE_KINDS,
     VALUE_TYPE_NAMES,
+    Draft,
     ItemPrompt,
     Sizer,
     check_choice,
@@ -54,7 +56,6 @@ from lc_evals.tasks._common import (
     check_int,
     distinct,
     haystack_separator,
-    item_rng,
     make_key,
     make_value,
     ruler_prompt,
@@ -183,75 +184,81 @@ def _prompt(template: str, type_name: str, asked: Sequence[str], num_answers: in
     )
 
 
+@dataclass(frozen=True)
+class _Options:
+    """The options every NIAH variant takes (see the module docstring)."""
+
+    haystack: str
+    value_kind: str
+    depth: float | None
+    key_kind: str
+    template: str
+    length_counts: str
+    reserve: int
+
+
 def _niah(
     task: str,
-    *,
     n: int,
     length: int,
     seed: int,
     tokenizer: Any,
-    haystack: str,
-    value_kind: str,
-    depth: float | None,
-    key_kind: str,
+    opts: _Options,
     num_keys: int,
     values_per_key: int,
     queried_keys: int,
-    template: str,
-    length_counts: str,
-    reserve: int,
 ) -> list[TaskItem]:
-    check_choice("haystack", haystack, HAYSTACKS)
-    check_choice("value_kind", value_kind, VALUE_KINDS)
-    check_choice("key_kind", key_kind, KEY_KINDS)
-    check_choice("template", template, TEMPLATES)
-    check_depth(depth)
-    sizer = Sizer.of(tokenizer, length, length_counts=length_counts, reserve=reserve)
-    items = []
-    for index in range(n):
-        rng = item_rng(task, seed, index)
-        keys = distinct(rng, lambda r: _make_key(r, key_kind), num_keys)
+    """Items of ``task`` with ``num_keys`` keys of ``values_per_key`` needles each; the
+    first ``queried_keys`` keys are asked."""
+    check_choice("haystack", opts.haystack, HAYSTACKS)
+    check_choice("value_kind", opts.value_kind, VALUE_KINDS)
+    check_choice("key_kind", opts.key_kind, KEY_KINDS)
+    check_choice("template", opts.template, TEMPLATES)
+    check_depth(opts.depth)
+    sizer = Sizer.of(tokenizer, length, length_counts=opts.length_counts, reserve=opts.reserve)
+
+    def draft(rng: random.Random, index: int) -> Draft:
+        keys = distinct(rng, lambda r: _make_key(r, opts.key_kind), num_keys)
         needles: list[tuple[str, str]] = []  # (key, value), target needle(s) first
-        taken = _forbidden_values(haystack, keys)  # every value unique in the context
+        taken = _forbidden_values(opts.haystack, keys)  # every value unique in the context
         for key in keys:
             for value in distinct(
-                rng, lambda r: make_value(r, value_kind), values_per_key, exclude=taken
+                rng, lambda r: make_value(r, opts.value_kind), values_per_key, exclude=taken
             ):
                 taken.add(value)
                 needles.append((key, value))
         # needle order: the queried needles first, so the first one is the depth-controlled one
-        depths = [float(depth) if depth is not None else rng.random()]
+        depths = [float(opts.depth) if opts.depth is not None else rng.random()]
         depths += [rng.random() for _ in needles[1:]]
-        inserts = [Insert(needle_text(k, v, value_kind), d) for (k, v), d in zip(needles, depths)]
-        sep = haystack_separator(template, haystack)
+        inserts = [
+            Insert(needle_text(k, v, opts.value_kind), d) for (k, v), d in zip(needles, depths)
+        ]
+        sep = haystack_separator(opts.template, opts.haystack)
+        values = {v for _, v in needles}
+        lines = sep == "\n"
         sentences = _haystack(
-            haystack, rng, value_kind, set(keys), {v for _, v in needles}, key_kind, sep == "\n"
+            opts.haystack, rng, opts.value_kind, set(keys), values, opts.key_kind, lines
         )
         asked = keys[:queried_keys]
         answers = [v for k, v in needles if k in asked]
-        prompt = _prompt(template, VALUE_TYPE_NAMES[value_kind], asked, len(answers))
+        prompt = _prompt(opts.template, VALUE_TYPE_NAMES[opts.value_kind], asked, len(answers))
         fitted = sizer.fit(sentences, inserts, prompt, what="the needle(s)", sep=sep)
-        items.append(
-            sizer.item(
-                task,
-                seed,
-                index,
-                context=fitted.context,
-                prompt=prompt,
-                answers=answers,
-                measured=fitted.length,
-                depth=depths[0],
-                depths=depths,
-                haystack=haystack,
-                value_kind=value_kind,
-                key_kind=key_kind,
-                keys=asked,
-                needles=[i.text for i in inserts],
-                needle_offsets=list(fitted.offsets),
-                filler_chars=fitted.filler_chars,
-            )
+        return Draft.of(
+            fitted,
+            prompt,
+            answers,
+            depth=depths[0],
+            depths=depths,
+            haystack=opts.haystack,
+            value_kind=opts.value_kind,
+            key_kind=opts.key_kind,
+            keys=asked,
+            needles=[i.text for i in inserts],
+            needle_offsets=list(fitted.offsets),
+            filler_chars=fitted.filler_chars,
         )
-    return items
+
+    return sizer.items(task, n, seed, draft)
 
 
 def niah_single(
@@ -275,23 +282,8 @@ def niah_single(
         >>> item.answers[0] in item.context
         True
     """
-    return _niah(
-        "niah_single",
-        n=n,
-        length=length,
-        seed=seed,
-        tokenizer=tokenizer,
-        haystack=haystack,
-        value_kind=value_kind,
-        depth=depth,
-        key_kind=key_kind,
-        template=template,
-        length_counts=length_counts,
-        reserve=reserve,
-        num_keys=1,
-        values_per_key=1,
-        queried_keys=1,
-    )
+    opts = _Options(haystack, value_kind, depth, key_kind, template, length_counts, reserve)
+    return _niah("niah_single", n, length, seed, tokenizer, opts, 1, 1, 1)
 
 
 def niah_multikey(
@@ -311,23 +303,8 @@ def niah_multikey(
 ) -> list[TaskItem]:
     """The target needle plus ``num_distractors`` needles with other keys (RULER MK)."""
     check_int("num_distractors", num_distractors, 0)
-    return _niah(
-        "niah_multikey",
-        n=n,
-        length=length,
-        seed=seed,
-        tokenizer=tokenizer,
-        haystack=haystack,
-        value_kind=value_kind,
-        depth=depth,
-        key_kind=key_kind,
-        template=template,
-        length_counts=length_counts,
-        reserve=reserve,
-        num_keys=1 + num_distractors,
-        values_per_key=1,
-        queried_keys=1,
-    )
+    opts = _Options(haystack, value_kind, depth, key_kind, template, length_counts, reserve)
+    return _niah("niah_multikey", n, length, seed, tokenizer, opts, 1 + num_distractors, 1, 1)
 
 
 def niah_multivalue(
@@ -347,23 +324,8 @@ def niah_multivalue(
 ) -> list[TaskItem]:
     """``num_values`` needles sharing one key; every value must be retrieved (RULER MV)."""
     check_int("num_values", num_values, 1)
-    return _niah(
-        "niah_multivalue",
-        n=n,
-        length=length,
-        seed=seed,
-        tokenizer=tokenizer,
-        haystack=haystack,
-        value_kind=value_kind,
-        depth=depth,
-        key_kind=key_kind,
-        template=template,
-        length_counts=length_counts,
-        reserve=reserve,
-        num_keys=1,
-        values_per_key=num_values,
-        queried_keys=1,
-    )
+    opts = _Options(haystack, value_kind, depth, key_kind, template, length_counts, reserve)
+    return _niah("niah_multivalue", n, length, seed, tokenizer, opts, 1, num_values, 1)
 
 
 def niah_multiquery(
@@ -383,20 +345,5 @@ def niah_multiquery(
 ) -> list[TaskItem]:
     """``num_queries`` needles with different keys, all asked in one question (RULER MQ)."""
     check_int("num_queries", num_queries, 1)
-    return _niah(
-        "niah_multiquery",
-        n=n,
-        length=length,
-        seed=seed,
-        tokenizer=tokenizer,
-        haystack=haystack,
-        value_kind=value_kind,
-        depth=depth,
-        key_kind=key_kind,
-        template=template,
-        length_counts=length_counts,
-        reserve=reserve,
-        num_keys=num_queries,
-        values_per_key=1,
-        queried_keys=num_queries,
-    )
+    opts = _Options(haystack, value_kind, depth, key_kind, template, length_counts, reserve)
+    return _niah("niah_multiquery", n, length, seed, tokenizer, opts, num_queries, 1, num_queries)

@@ -25,13 +25,13 @@ from lc_evals.haystack import HAYSTACKS, essay_sentences, repeat_lines, repeat_s
 from lc_evals.length import Insert
 from lc_evals.tasks._common import (
     TEMPLATES,
+    Draft,
     ItemPrompt,
     Sizer,
     check_choice,
     check_int,
     distinct,
     haystack_separator,
-    item_rng,
     ruler_prompt,
 )
 from lc_evals.types import TaskItem
@@ -135,10 +135,8 @@ def variable_tracking(
     check_choice("haystack", haystack, ("repeat", "essay"))
     check_choice("template", template, TEMPLATES)
     sizer = Sizer.of(tokenizer, length, length_counts=length_counts, reserve=reserve)
-    task = "variable_tracking"
-    items = []
-    for index in range(n):
-        rng = item_rng(task, seed, index)
+
+    def draft(rng: random.Random, index: int) -> Draft:
         chains, values, inserts = _chains(rng, num_chains, num_hops, 5)
         if template == "ruler":
             shot = _vt_example(
@@ -161,24 +159,19 @@ def variable_tracking(
         fitted = sizer.fit(
             _filler(haystack, rng, sep), inserts, prompt, what="the variable assignments", sep=sep
         )
-        items.append(
-            sizer.item(
-                task,
-                seed,
-                index,
-                context=fitted.context,
-                prompt=prompt,
-                answers=chains[0],
-                measured=fitted.length,
-                value=values[0],
-                chains=chains,
-                haystack=haystack,
-                needles=[i.text for i in inserts],
-                needle_offsets=list(fitted.offsets),
-                depths=[i.depth for i in inserts],
-            )
+        return Draft.of(
+            fitted,
+            prompt,
+            chains[0],
+            value=values[0],
+            chains=chains,
+            haystack=haystack,
+            needles=[i.text for i in inserts],
+            needle_offsets=list(fitted.offsets),
+            depths=[i.depth for i in inserts],
         )
-    return items
+
+    return sizer.items("variable_tracking", n, seed, draft)
 
 
 def _numbered(entries: list[str]) -> str:
@@ -234,10 +227,8 @@ def common_words(
         check_int("common_freq", common_freq, uncommon_freq + 1)
     check_choice("template", template, TEMPLATES)
     sizer = Sizer.of(tokenizer, length, length_counts=length_counts, reserve=reserve)
-    task = "common_words"
-    items = []
-    for index in range(n):
-        rng = item_rng(task, seed, index)
+
+    def draft(rng: random.Random, index: int) -> Draft:
         common = distinct(rng, lambda r: r.choice(W.NOUNS + W.ADJECTIVES), num_common)
         order_seed = rng.getrandbits(64)
         pool_rng = random.Random(rng.getrandbits(64))
@@ -290,21 +281,10 @@ def common_words(
             minimum=num_common * f,
             what="the common words",
         )
-        items.append(
-            sizer.item(
-                task,
-                seed,
-                index,
-                context=context,
-                prompt=prompt,
-                answers=common,
-                measured=measured,
-                common_freq=f,
-                uncommon_freq=uncommon_freq,
-                num_entries=total,
-            )
-        )
-    return items
+        metadata = {"common_freq": f, "uncommon_freq": uncommon_freq, "num_entries": total}
+        return Draft(context, measured, prompt, common, metadata)
+
+    return sizer.items("common_words", n, seed, draft)
 
 
 def zipf_counts(total: int, vocab: int, alpha: float) -> list[int]:
@@ -376,10 +356,8 @@ def frequent_words(
     sizer = Sizer.of(tokenizer, length, length_counts=length_counts, reserve=reserve)
     prompt = _fwe_prompt(template, top_k)
     last = skip + top_k  # rank of the first word after the answers
-    task = "frequent_words"
-    items = []
-    for index in range(n):
-        rng = item_rng(task, seed, index)
+
+    def draft(rng: random.Random, index: int) -> Draft:
         vocab = W.distinct_words(
             random.Random(rng.getrandbits(64)), vocab_size, exclude=set(W.NOUNS + W.ADJECTIVES)
         )
@@ -410,21 +388,11 @@ def frequent_words(
             not counts[last - 1] > counts[last]
         ):  # pragma: no cover - guarded by minimum, counts grow with total
             raise ValueError("top words are not separable at this length")
-        items.append(
-            sizer.item(
-                task,
-                seed,
-                index,
-                context=context,
-                prompt=prompt,
-                answers=vocab[skip:last],
-                measured=measured,
-                alpha=alpha,
-                counts=dict(zip(vocab[: last + 1], counts[: last + 1])),
-                num_entries=total,
-            )
-        )
-    return items
+        top = dict(zip(vocab[: last + 1], counts[: last + 1]))
+        metadata = {"alpha": alpha, "counts": top, "num_entries": total}
+        return Draft(context, measured, prompt, vocab[skip:last], metadata)
+
+    return sizer.items("frequent_words", n, seed, draft)
 
 
 __all__ = [
