@@ -418,18 +418,67 @@ def run_sandboxed(
     bwrap = None if unsafe_no_isolation else require_isolation()
     ws = pathlib.Path(tempfile.mkdtemp(prefix="lc-arena-")).resolve()
     try:
-        args = (src, ws, list(command), patches, limits, env or {}, canaries, ignore)
+        job = _Job(src, ws, list(command), patches, limits, env or {}, canaries, ignore)
         if bwrap is None:
             warnings.warn(
                 "lc-evals arena: running untrusted code WITHOUT isolation "
                 "(unsafe_no_isolation=True)",
                 stacklevel=2,
             )
-            return _run_unsafe(*args)
-        return _run_bwrap(bwrap, *args)
+            return _run_unsafe(job)
+        return _run_bwrap(bwrap, job)
     finally:
         if not keep:
             shutil.rmtree(ws, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One run's inputs: the source repository, the workspace and the run's settings."""
+
+    src: pathlib.Path
+    ws: pathlib.Path
+    command: list[str]
+    patches: Sequence[str]
+    limits: SandboxLimits
+    extra_env: Mapping[str, str]
+    canaries: Sequence[str | os.PathLike[str]]
+    ignore: Sequence[str]
+
+
+@dataclass
+class _Watch:
+    """What a run must not change: the canaries' and the source repository's digests."""
+
+    job: _Job
+    canaries: dict[pathlib.Path, str]
+    src_digest: str
+
+    @classmethod
+    def start(cls, job: _Job, copy: pathlib.Path) -> tuple[_Watch, RunResult, bool]:
+        """Watch the canaries and the source, then copy and patch the source to ``copy``;
+        ``False`` if a patch is rejected (``result.patch_error`` says why)."""
+        watch = cls(job, _watch(job.ws, job.canaries), tree_digest(job.src, job.ignore))
+        result = RunResult(returncode=None)
+        return watch, result, _prepare(job.src, copy, job.patches, job.ignore, result)
+
+    def finish(self, result: RunResult, peak: int, stop: ContainmentEvent | None) -> RunResult:
+        """The last events of a run: a process peak over the cap, a changed canary or
+        source."""
+        if peak > self.job.limits.max_processes and stop is None:
+            result.events.append(ContainmentEvent("process_limit", "detected", f"peak {peak}"))
+        _check_watched(result, self.canaries, self.job.src, self.src_digest, self.job.ignore)
+        return result
+
+
+def _rlimits(limits: SandboxLimits) -> dict[str, Any]:
+    """The per-process resource limits the launcher sets."""
+    return {
+        "cpu_seconds": limits.cpu_seconds,
+        "memory_bytes": limits.memory_bytes,
+        "file_size_bytes": limits.file_size_bytes,
+        "open_files": limits.open_files,
+    }
 
 
 def _prepare(
@@ -600,22 +649,11 @@ class _Reader(threading.Thread):
         return self.data.decode("utf-8", errors="replace")[-_TAIL:]
 
 
-def _run_bwrap(
-    bwrap: str,
-    src: pathlib.Path,
-    ws: pathlib.Path,
-    command: list[str],
-    patches: Sequence[str],
-    limits: SandboxLimits,
-    extra_env: Mapping[str, str],
-    canaries: Sequence[str | os.PathLike[str]],
-    ignore: Sequence[str],
-) -> RunResult:
-    stage, work = ws / "src", ws / "repo"
-    watched = _watch(ws, canaries)
-    src_digest = tree_digest(src, ignore)
-    result = RunResult(returncode=None)
-    if not _prepare(src, stage, patches, ignore, result):
+def _run_bwrap(bwrap: str, job: _Job) -> RunResult:
+    command, limits, extra_env = job.command, job.limits, job.extra_env
+    stage, work = job.ws / "src", job.ws / "repo"
+    watch, result, ready = _Watch.start(job, stage)
+    if not ready:
         return result
     result.isolation = "bubblewrap"
     info_r, info_w = os.pipe()
@@ -637,10 +675,7 @@ def _run_bwrap(
         "writable_files": ["/dev/null"],
         "kernel_layers": kernel,
         "limits": {
-            "cpu_seconds": limits.cpu_seconds,
-            "memory_bytes": limits.memory_bytes,
-            "file_size_bytes": limits.file_size_bytes,
-            "open_files": limits.open_files,
+            **_rlimits(limits),
             # the namespace's init and the launcher, one over the cap so the
             # supervisor sees the cap passed and stops the run
             "nproc_total": limits.max_processes + 3,
@@ -758,10 +793,7 @@ def _run_bwrap(
     result.layers += [*(layers or []), "supervisor", "audit_hook", "canary"]
     result.events += _python_events_from(events.lines)
     result.events += _signal_events(result, limits)
-    if peak > limits.max_processes and stop is None:
-        result.events.append(ContainmentEvent("process_limit", "detected", f"peak {peak}"))
-    _check_watched(result, watched, src, src_digest, ignore)
-    return result
+    return watch.finish(result, peak, stop)
 
 
 def _json(line: bytes) -> dict[str, Any]:
@@ -782,22 +814,12 @@ def _kill_namespace(proc: subprocess.Popen[bytes], init: int | None) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _run_unsafe(
-    src: pathlib.Path,
-    ws: pathlib.Path,
-    command: list[str],
-    patches: Sequence[str],
-    limits: SandboxLimits,
-    extra_env: Mapping[str, str],
-    canaries: Sequence[str | os.PathLike[str]],
-    ignore: Sequence[str],
-) -> RunResult:
-    copy, run_dir = ws / "repo", ws / "run"
+def _run_unsafe(job: _Job) -> RunResult:
+    command, limits, extra_env = job.command, job.limits, job.extra_env
+    copy, run_dir = job.ws / "repo", job.ws / "run"
     run_dir.mkdir()
-    watched = _watch(ws, canaries)
-    src_digest = tree_digest(src, ignore)
-    result = RunResult(returncode=None)
-    if not _prepare(src, copy, patches, ignore, result):
+    watch, result, ready = _Watch.start(job, copy)
+    if not ready:
         return result
     result.isolation = "unsafe-no-isolation"
     home, tmp = copy / ".arena" / "home", copy / ".arena" / "tmp"
@@ -838,13 +860,7 @@ def _run_unsafe(
         "writable": writable,
         "writable_files": ["/dev/null"],
         "kernel_layers": os.environ.get("LC_ARENA_KERNEL_LAYERS", "1") != "0",
-        "limits": {
-            "cpu_seconds": limits.cpu_seconds,
-            "memory_bytes": limits.memory_bytes,
-            "file_size_bytes": limits.file_size_bytes,
-            "open_files": limits.open_files,
-            "max_processes": limits.max_processes,
-        },
+        "limits": {**_rlimits(limits), "max_processes": limits.max_processes},
     }
     cfg_path = run_dir / "launch.json"
     cfg_path.write_text(json.dumps(cfg))
@@ -888,10 +904,7 @@ def _run_unsafe(
             ContainmentEvent("sandbox_error", "detected", "the launcher reported no layers")
         )
     result.layers = ["UNSAFE-no-isolation", *result.layers, "supervisor", "audit_hook", "canary"]
-    if peak > limits.max_processes and stop is None:
-        result.events.append(ContainmentEvent("process_limit", "detected", f"peak {peak}"))
-    _check_watched(result, watched, src, src_digest, ignore)
-    return result
+    return watch.finish(result, peak, stop)
 
 
 def _tree_size(root: int) -> int:
