@@ -63,6 +63,20 @@ def _suite(tmp_path) -> pathlib.Path:
     return out
 
 
+def _run_args(
+    suite: pathlib.Path, tmp_path: pathlib.Path, system: str, results: pathlib.Path
+) -> list[str]:
+    """``lc-evals run`` of ``suite`` with ``system`` of ``mysys.py`` into ``results``."""
+    return [
+        "run",
+        str(suite),
+        "--system",
+        f"{tmp_path / 'mysys.py'}:{system}",
+        "--out",
+        str(results),
+    ]
+
+
 def test_generate_run_report(tmp_path) -> None:
     suite = _suite(tmp_path)
     rows = [json.loads(x) for x in suite.read_text().splitlines()]
@@ -70,17 +84,7 @@ def test_generate_run_report(tmp_path) -> None:
     assert {r["metadata"]["target_length"] for r in rows} == {600, 1200}
     (tmp_path / "mysys.py").write_text(SYSTEM)
     results = tmp_path / "results.jsonl"
-    res = runner.invoke(
-        app,
-        [
-            "run",
-            str(suite),
-            "--system",
-            f"{tmp_path / 'mysys.py'}:deep_miss",
-            "--out",
-            str(results),
-        ],
-    )
+    res = runner.invoke(app, _run_args(suite, tmp_path, "deep_miss", results))
     assert res.exit_code == 0, res.output
     assert "| niah_single | 600 | 4 | 50.0 |" in res.output
     res = runner.invoke(
@@ -92,29 +96,12 @@ def test_generate_run_report(tmp_path) -> None:
     for name in ["summary.json", "summary.md", "accuracy_vs_length.png", "heatmap_niah_single.png"]:
         assert (tmp_path / "rep" / name).exists()
     # rerun of the same system: nothing redone, still 8 lines
-    res = runner.invoke(
-        app,
-        [
-            "run",
-            str(suite),
-            "--system",
-            f"{tmp_path / 'mysys.py'}:deep_miss",
-            "--out",
-            str(results),
-        ],
-    )
+    res = runner.invoke(app, _run_args(suite, tmp_path, "deep_miss", results))
     assert res.exit_code == 0
     assert "| niah_single | 600 | 4 | 50.0 |" in res.output
     assert len(results.read_text().splitlines()) == 8
     # another system into the same file: refused, not scored with deep_miss's results
-    oracle = [
-        "run",
-        str(suite),
-        "--system",
-        f"{tmp_path / 'mysys.py'}:oracle",
-        "--out",
-        str(results),
-    ]
+    oracle = _run_args(suite, tmp_path, "oracle", results)
     res = runner.invoke(app, oracle)
     assert res.exit_code == 2
     assert "8 result(s) were produced by another system" in res.output
