@@ -550,25 +550,12 @@ def plot(cells: Sequence[Cell], path: pathlib.Path) -> None:
         plt.close(fig)
 
 
-SHIFT_STATS = {
-    "parity": "zero_fraction",
-    "pattern_matching": "length",
-    "reversal": "repeat_fraction",
-    "stack": "push_fraction",
-    "hamiltonian": "density",
-    "maze_complete": "anisotropy",
-    "maze_solve": "anisotropy",
-    "vending_machine": "coin5_fraction",
-    "vending_machine_sum": "coin5_fraction",
-}
-
-
 def shift_table(n: int = 500, seed: int = 0) -> dict[str, dict[str, float]]:
     """Mean of each task's shifted statistic at every paper delta (no model needed)."""
-    from lc_evals.icl import generate_examples
+    from lc_evals.icl import SHIFTED_STATS, generate_examples
 
     table = {}
-    for task, stat in SHIFT_STATS.items():
+    for task, stat in SHIFTED_STATS.items():
         row = {}
         for d in DELTAS:
             vals = [e.stats[stat] for e in generate_examples(task, n, delta=d, seed=seed)]

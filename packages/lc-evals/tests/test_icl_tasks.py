@@ -10,21 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lc_evals.icl import DELTAS, ICL_TASKS, check_label, generate_examples, make_icl_items
+from lc_evals.icl import SHIFTED_STATS as SHIFTED_STAT
 from lc_evals.icl.graphs import _find_cycle
 from lc_evals.icl.strings import PATTERN, _kmp_automaton
-
-# The statistic each task's shift acts on (see each module's *_params function).
-SHIFTED_STAT = {
-    "parity": "zero_fraction",
-    "pattern_matching": "length",
-    "reversal": "repeat_fraction",
-    "stack": "push_fraction",
-    "hamiltonian": "density",
-    "maze_complete": "anisotropy",
-    "maze_solve": "anisotropy",
-    "vending_machine": "coin5_fraction",
-    "vending_machine_sum": "coin5_fraction",
-}
 
 deltas = st.one_of(st.sampled_from(DELTAS), st.floats(0.0, 0.9))
 

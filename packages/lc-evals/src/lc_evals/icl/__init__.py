@@ -36,7 +36,7 @@ from lc_evals.icl.prompts import (
     make_icl_items,
     preamble,
 )
-from lc_evals.icl.tasks import ICL_TASKS, generate_examples
+from lc_evals.icl.tasks import ICL_TASKS, SHIFTED_STATS, generate_examples
 
 __all__ = [
     "DELTAS",
@@ -44,6 +44,7 @@ __all__ = [
     "MAX_SHOTS",
     "POOL_LABELS",
     "PROMPT_STYLES",
+    "SHIFTED_STATS",
     "IclExample",
     "IclPool",
     "PoolExample",

@@ -23,28 +23,32 @@ Sampler = Callable[[np.random.Generator, float, "str | None"], IclExample]
 
 @dataclass(frozen=True)
 class IclTask:
-    """A task: its name, its sampler and whether its labels are classes or numbers."""
+    """A task: its name, its sampler, the statistic of its inputs that ``delta`` shifts
+    (a key of :attr:`IclExample.stats`) and whether its labels are classes or numbers."""
 
     name: str
     sample: Sampler
+    shifted: str
     binary: bool = True
 
 
 _TASK_LIST = (
-    IclTask("parity", sample_parity),
-    IclTask("pattern_matching", sample_pattern_matching),
-    IclTask("reversal", sample_reversal),
-    IclTask("stack", sample_stack),
-    IclTask("hamiltonian", sample_hamiltonian),
-    IclTask("maze_complete", sample_maze_complete),
-    IclTask("maze_solve", sample_maze_solve),
-    IclTask("vending_machine", sample_vending_machine),
-    IclTask("vending_machine_sum", sample_vending_machine_sum, binary=False),
+    IclTask("parity", sample_parity, "zero_fraction"),
+    IclTask("pattern_matching", sample_pattern_matching, "length"),
+    IclTask("reversal", sample_reversal, "repeat_fraction"),
+    IclTask("stack", sample_stack, "push_fraction"),
+    IclTask("hamiltonian", sample_hamiltonian, "density"),
+    IclTask("maze_complete", sample_maze_complete, "anisotropy"),
+    IclTask("maze_solve", sample_maze_solve, "anisotropy"),
+    IclTask("vending_machine", sample_vending_machine, "coin5_fraction"),
+    IclTask("vending_machine_sum", sample_vending_machine_sum, "coin5_fraction", binary=False),
 )
 
 TASKS: dict[str, IclTask] = {t.name: t for t in _TASK_LIST}
 ICL_TASKS: tuple[str, ...] = tuple(TASKS)
 """The nine task names, in the paper's order."""
+SHIFTED_STATS: dict[str, str] = {t.name: t.shifted for t in _TASK_LIST}
+"""The statistic of each task's inputs that its distribution shift acts on."""
 
 
 def get_task(name: str) -> IclTask:
