@@ -108,22 +108,37 @@ def _check_xy(x: np.ndarray, y: np.ndarray, what: str) -> None:
         raise ValueError(f"{what}: x has missing or infinite values")
 
 
+@dataclass(frozen=True)
+class _Data:
+    """One run's training and validation tensors and its minibatch-order generator."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    x_val: torch.Tensor
+    y_val: torch.Tensor
+    generator: torch.Generator
+
+    @classmethod
+    def of(
+        cls, x: np.ndarray, y: np.ndarray, x_val: np.ndarray, y_val: np.ndarray, seed: int
+    ) -> _Data:
+        y_t, y_val_t = (torch.as_tensor(v, dtype=torch.long) for v in (y, y_val))
+        return cls(_tensor(x), y_t, _tensor(x_val), y_val_t, torch.Generator().manual_seed(seed))
+
+
 def _fit(
-    *,
     student: SeriesClassifier,
     extra: nn.Module | None,
     loss_fn: object,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    x_val: torch.Tensor,
-    y_val: torch.Tensor,
+    data: _Data,
     cfg: TrainConfig,
-    generator: torch.Generator,
+    *,
     select_from: int,
     on_epoch: object = None,
     desc: str = "train",
 ) -> TrainResult:
     """Generic minibatch loop with best-validation-epoch selection."""
+    x, x_val, y_val, generator = data.x, data.x_val, data.y_val, data.generator
     params = [p for p in student.parameters()]
     if extra is not None:
         params += list(extra.parameters())
@@ -234,28 +249,16 @@ def train_teacher(
     _check_xy(x, y, "teacher training data")
     _check_xy(x_val, y_val, "teacher validation data")
     k = n_classes or _n_classes(y, y_val)
-    gen = torch.Generator().manual_seed(seed)
+    data = _Data.of(x, y, x_val, y_val, seed)
     model = _init_model(cfg, x.shape[1], k, seed)
-    xt, yt = _tensor(x), torch.as_tensor(y, dtype=torch.long)
+    xt, yt = data.x, data.y
 
     def loss_fn(epoch: int, idx: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(model(xt[idx]), yt[idx])
 
     if cfg.teacher_epochs is not None:
         cfg = replace(cfg, epochs=cfg.teacher_epochs, warmup_epochs=0)
-    return _fit(
-        student=model,
-        extra=None,
-        loss_fn=loss_fn,
-        x=xt,
-        y=yt,
-        x_val=_tensor(x_val),
-        y_val=torch.as_tensor(y_val, dtype=torch.long),
-        cfg=cfg,
-        generator=gen,
-        select_from=0,
-        desc="teacher",
-    )
+    return _fit(model, None, loss_fn, data, cfg, select_from=0, desc="teacher")
 
 
 def train_student(
@@ -301,9 +304,10 @@ def train_student(
     if method != "none" and teacher is None:
         raise ValueError(f"method {method!r} needs a teacher")
     k = n_classes or _n_classes(y, y_val)
-    gen = torch.Generator().manual_seed(seed)  # minibatch order only: equal for all methods
+    # the generator orders the minibatches only: equal for all methods
+    data = _Data.of(x_prefix, y, x_val_prefix, y_val, seed)
     student = _init_model(cfg, x_prefix.shape[1], k, seed)
-    xs, yt = _tensor(x_prefix), torch.as_tensor(y, dtype=torch.long)
+    xs, yt = data.x, data.y
     t_feat = t_logits = torch.empty(0)
     if teacher is not None and method != "none":
         t_feat, t_logits = _forward_all(teacher, _tensor(x_full))
@@ -342,7 +346,9 @@ def train_student(
             distiller = GDPDDistiller(student.feature_dim, t_feat.shape[1], cfg.gdpd)
         extra = distiller
         lam = cfg.gdpd.weight
-        noise = torch.Generator().manual_seed(seed + 1)  # diffusion noise, apart from `gen`
+        noise = torch.Generator().manual_seed(
+            seed + 1
+        )  # diffusion noise, apart from the minibatch order
         _pretrain_prior(distiller, t_feat, cfg, noise)
 
         def on_epoch(epoch: int) -> None:
@@ -357,18 +363,8 @@ def train_student(
             restored = distiller.refine(feat, generator=noise)
             return task + lam * F.cross_entropy(student.head(restored), yt[idx])
 
+    desc = f"student[{method}]"
     result = _fit(
-        student=student,
-        extra=extra,
-        loss_fn=loss_fn,
-        x=xs,
-        y=yt,
-        x_val=_tensor(x_val_prefix),
-        y_val=torch.as_tensor(y_val, dtype=torch.long),
-        cfg=cfg,
-        generator=gen,
-        select_from=select_from,
-        on_epoch=on_epoch,
-        desc=f"student[{method}]",
+        student, extra, loss_fn, data, cfg, select_from=select_from, on_epoch=on_epoch, desc=desc
     )
     return result
