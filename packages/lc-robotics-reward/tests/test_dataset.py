@@ -82,11 +82,17 @@ def test_round_trip_preserves_frames_annotations_and_metadata(
     )
 
 
-def test_v21_layout_follows_lerobot(tmp_path) -> None:
+def _write_two_episodes(tmp_path: Path, version: str) -> dict:
+    """Write two episodes (5 and 6 frames, one camera as video) in ``version``'s layout;
+    the layout's ``meta/info.json``."""
     pytest.importorskip("av")
     ds = RobotDataset([_episode(0, 5), _episode(1, 6)], fps=10, subtasks=SUBTASKS)
-    ds.write(tmp_path, version="v2.1", video_keys=[CAMERA])
-    info = json.loads((tmp_path / "meta" / "info.json").read_text())
+    ds.write(tmp_path, version=version, video_keys=[CAMERA])
+    return json.loads((tmp_path / "meta" / "info.json").read_text())
+
+
+def test_v21_layout_follows_lerobot(tmp_path) -> None:
+    info = _write_two_episodes(tmp_path, "v2.1")
     assert info["codebase_version"] == "v2.1"
     assert (info["total_episodes"], info["total_frames"], info["fps"]) == (2, 11, 10)
     assert info["features"]["timestamp"]["shape"] == [1]
@@ -110,10 +116,7 @@ def test_v21_layout_follows_lerobot(tmp_path) -> None:
 
 
 def test_v30_layout_follows_lerobot(tmp_path) -> None:
-    pytest.importorskip("av")
-    ds = RobotDataset([_episode(0, 5), _episode(1, 6)], fps=10, subtasks=SUBTASKS)
-    ds.write(tmp_path, version="v3.0", video_keys=[CAMERA])
-    info = json.loads((tmp_path / "meta" / "info.json").read_text())
+    info = _write_two_episodes(tmp_path, "v3.0")
     assert info["codebase_version"] == "v3.0"
     assert info["data_path"] == "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
     assert (tmp_path / "videos" / CAMERA / "chunk-000" / "file-000.mp4").exists()
