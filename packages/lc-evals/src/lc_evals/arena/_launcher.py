@@ -244,6 +244,19 @@ def confine(cfg: dict) -> list[str]:
     return layers
 
 
+def _exec(cfg: dict, *, forked: bool = False) -> None:
+    """Replace this process with the command; exit with 127 if it cannot run (at once,
+    with ``os._exit``, in a ``forked`` child)."""
+    cmd = cfg["command"]
+    try:
+        os.execvpe(cmd[0], cmd, cfg["env"])
+    except OSError as exc:
+        sys.stderr.write(f"sandbox: cannot run {cmd[0]!r}: {exc}\n")
+        if forked:
+            os._exit(127)
+        sys.exit(127)
+
+
 def _host(cfg: dict) -> None:
     """No isolation: confine this process as far as it goes and ``exec`` the command."""
     try:
@@ -253,12 +266,7 @@ def _host(cfg: dict) -> None:
         sys.exit(125)
     _write(cfg["layers_path"], json.dumps({"layers": layers}))
     os.chdir(cfg["cwd"])
-    cmd = cfg["command"]
-    try:
-        os.execvpe(cmd[0], cmd, cfg["env"])
-    except OSError as exc:
-        sys.stderr.write(f"sandbox: cannot run {cmd[0]!r}: {exc}\n")
-        sys.exit(127)
+    _exec(cfg)
 
 
 def _others() -> list[int]:
@@ -332,12 +340,7 @@ def _inside(cfg: dict) -> None:
             if int(fd) > 2 and int(fd) not in keep:
                 with contextlib.suppress(OSError):
                     os.close(int(fd))
-        cmd = cfg["command"]
-        try:
-            os.execvpe(cmd[0], cmd, cfg["env"])
-        except OSError as exc:
-            sys.stderr.write(f"sandbox: cannot run {cmd[0]!r}: {exc}\n")
-            os._exit(127)
+        _exec(cfg, forked=True)
     os.close(w)
     if cfg.get("events_fd") is not None:
         os.close(int(cfg["events_fd"]))
