@@ -46,3 +46,23 @@ class TrainedTokenizer:
 def tokenizer() -> TrainedTokenizer:
     """A small BPE tokenizer (vocabulary 600) trained on generated essay text."""
     return TrainedTokenizer()
+
+
+def check_seeded_items(task: str, length: int) -> list:
+    """Two items of ``task`` at ``length`` (seed 11): the same arguments give the same
+    items, item 0 does not depend on ``n``, another seed gives another item 0, and the
+    ids are ``task-seed-index``. Returns the items."""
+    import lc_evals
+
+    a = lc_evals.generate(task, n=2, length=length, seed=11)
+    assert a == lc_evals.generate(task, n=2, length=length, seed=11)
+    assert a[:1] == lc_evals.generate(task, n=1, length=length, seed=11)
+    assert a[0] != lc_evals.generate(task, n=1, length=length, seed=12)[0]
+    assert [i.id for i in a] == [f"{task}-11-0", f"{task}-11-1"]
+    return a
+
+
+@pytest.fixture(scope="session")
+def seeded_items():
+    """:func:`check_seeded_items`, for the determinism tests of every generator."""
+    return check_seeded_items

@@ -46,12 +46,8 @@ def test_length_within_one_percent_in_characters(task, length, seed) -> None:
 
 
 @pytest.mark.parametrize("task", BUILTIN)
-def test_same_seed_same_items(task) -> None:
-    a = lc_evals.generate(task, n=2, length=2500, seed=11)
-    assert a == lc_evals.generate(task, n=2, length=2500, seed=11)
-    assert a[:1] == lc_evals.generate(task, n=1, length=2500, seed=11)
-    assert a[0] != lc_evals.generate(task, n=1, length=2500, seed=12)[0]
-    assert [i.id for i in a] == [f"{task}-11-0", f"{task}-11-1"]
+def test_same_seed_same_items(task, seeded_items) -> None:
+    seeded_items(task, 2500)
 
 
 # --- independent oracles -------------------------------------------------------------
