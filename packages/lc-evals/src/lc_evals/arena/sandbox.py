@@ -944,6 +944,13 @@ def _supervise(
     """Wait for ``proc``, enforcing the process cap and the wall-clock limit."""
     deadline = time.monotonic() + limits.wall_seconds
     peak = 1
+
+    def kill(kind: str, why: str) -> tuple[int | None, int, ContainmentEvent]:
+        """Kill the run; ``why`` says how many processes died in its ``{killed}``."""
+        killed = _kill_all(proc.pid, token)
+        proc.wait()
+        return proc.returncode, peak, ContainmentEvent(kind, "killed", why.format(killed=killed))
+
     while True:
         rc = proc.poll()
         if rc is not None:
@@ -951,28 +958,14 @@ def _supervise(
         count = _tree_size(proc.pid)
         peak = max(peak, count)
         if count > limits.max_processes:
-            killed = _kill_all(proc.pid, token)
-            proc.wait()
-            return (
-                proc.returncode,
-                peak,
-                ContainmentEvent(
-                    "process_limit",
-                    "killed",
-                    f"{count} processes > max_processes={limits.max_processes}; killed {killed}",
-                ),
+            return kill(
+                "process_limit",
+                f"{count} processes > max_processes={limits.max_processes}; killed {{killed}}",
             )
         if time.monotonic() > deadline:
-            killed = _kill_all(proc.pid, token)
-            proc.wait()
-            return (
-                proc.returncode,
-                peak,
-                ContainmentEvent(
-                    "wall_timeout",
-                    "killed",
-                    f"ran past wall_seconds={limits.wall_seconds}; killed {killed} process(es)",
-                ),
+            return kill(
+                "wall_timeout",
+                f"ran past wall_seconds={limits.wall_seconds}; killed {{killed}} process(es)",
             )
         time.sleep(limits.poll_seconds)
 
