@@ -383,6 +383,15 @@ def cmd_sft(args) -> None:
     end_distributed(world)
 
 
+def out_of_time(args, started: float, step_seconds: list[float]) -> bool:
+    """Whether ``--time-budget`` (seconds of this process) leaves no room for one more
+    step as long as the longest recorded one; the stage resumes where it stopped."""
+    if not args.time_budget:
+        return False
+    longest = max(step_seconds, default=0.0)
+    return time.perf_counter() - started + longest > args.time_budget
+
+
 # ----------------------------------------------------------------------------- dapo
 def cmd_dapo(args) -> None:
     import torch
@@ -414,8 +423,14 @@ def cmd_dapo(args) -> None:
         init=args.from_stage or "sft",
         group_size=args.group,
         groups=args.groups,
+        max_draw=args.max_draw,
         lr=args.lr,
         train_length=args.train_length,
+        chunk=args.chunk,
+        memory=args.memory,
+        temperature=args.temperature,
+        tasks=list(args.tasks),
+        lora=LORA | {"layers_to_transform": lora_layers(model)},
     )
     bar = tqdm(
         range(start, args.steps),
@@ -425,7 +440,12 @@ def cmd_dapo(args) -> None:
         total=args.steps,
         disable=rank != 0,
     )
+    started = time.perf_counter()
     for step in bar:
+        if out_of_time(args, started, [s.get("seconds", 0.0) for s in log["steps"]]):
+            if rank == 0:
+                print(f"dapo: time budget spent, stopping after step {step}", file=sys.stderr)
+            break
         # dynamic sampling: draw groups until `groups` informative ones (or a cap) are
         # found; each rank draws its own items (`key`: the same as `step` on one rank)
         t0 = time.perf_counter()
@@ -459,7 +479,15 @@ def cmd_dapo(args) -> None:
             all_rewards = [r for g in gathered for r in g[1]]
             if not all(g[2] for g in gathered):
                 batch = None
-        entry = {"step": step + 1, "drawn_groups": drawn, "rewards": all_rewards}
+        flat = [r for g in all_rewards for r in g]
+        entry = {
+            "step": step + 1,
+            "drawn_groups": drawn,
+            "rewards": all_rewards,
+            # every sampled episode of the step: mean reward and share answered in full
+            "reward_mean": round(sum(flat) / max(len(flat), 1), 4),
+            "accuracy": round(sum(r == 1.0 for r in flat) / max(len(flat), 1), 4),
+        }
         if batch is not None:
             stats = dapo_step(
                 trained,
@@ -474,8 +502,7 @@ def cmd_dapo(args) -> None:
             entry.update({k: round(v, 4) for k, v in stats.items()}, turns=len(batch.turns))
         entry.update(seconds=round(time.perf_counter() - t0, 1), peak_rss_mib=peak_rss_mib())
         log["steps"].append(entry)
-        flat = [r for g in all_rewards for r in g]
-        bar.set_postfix(reward=f"{sum(flat) / max(len(flat), 1):.2f}", kept=len(groups))
+        bar.set_postfix(reward=f"{entry['reward_mean']:.2f}", kept=len(groups))
         save_checkpoint(path, trained, opt, step=step + 1)  # rank 0 writes
         if rank == 0:
             save_json(args.results, data, "dapo")
@@ -645,6 +672,13 @@ def main() -> None:
     p.add_argument("--max-draw", type=int, default=3)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        default=0.0,
+        help="dapo: seconds this process may run; no step starts that would not end "
+        "within it (judged by the longest step so far); rerun to continue",
+    )
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu", help="torch device of the model (cpu, cuda)")
     p.add_argument("--workdir", default="~/.cache/lc-train/memagent")
