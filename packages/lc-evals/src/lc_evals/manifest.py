@@ -78,7 +78,7 @@ def environment() -> dict[str, Any]:
     Examples:
         >>> env = environment()
         >>> sorted(env)
-        ['libraries', 'lc_evals', 'machine', 'platform', 'python']
+        ['lc_evals', 'libraries', 'machine', 'platform', 'python']
     """
     return {
         "lc_evals": _version("lc-evals"),
