@@ -6,18 +6,23 @@ import math
 from dataclasses import dataclass
 
 from lc_kernels.backend import KERNEL_BACKENDS, Backend, parse_backend
+from lc_kernels.renames import renamed_fields, renamed_kwargs, spelled
 
 BACKENDS = KERNEL_BACKENDS
 BLOCK_SCORES = ("mean", "meanvar", "bound")
+#: spellings of lc-attention 0.14 and earlier, accepted with a DeprecationWarning until 0.17
+RENAMED = {"window_size": "window"}
+REMOVAL = "lc-attention 0.17"
 
 
+@renamed_fields(RENAMED, REMOVAL)
 @dataclass(frozen=True)
 class DSSAConfig:
     """Hyper-parameters of DSSA; the defaults are MiniCPM4's.
 
     Attention is dense while the key length is below ``dense_len`` and block-sparse
     from there on. In sparse mode every query attends to ``topk`` blocks of
-    ``block_size`` keys: the first ``init_blocks`` blocks, the ``window_size //
+    ``block_size`` keys: the first ``init_blocks`` blocks, the ``window //
     block_size`` most recent blocks, and the best-scoring remaining blocks, where a
     block's score is the max-pooled, group-summed attention of the query to mean-pooled
     keys (spans of ``kernel_size`` tokens every ``stride`` tokens).
@@ -27,8 +32,9 @@ class DSSAConfig:
         stride: distance between compressed spans (16); ``<= kernel_size``.
         init_blocks: leading blocks always attended (1).
         block_size: tokens per selection block (64); a multiple of ``stride``.
-        window_size: local window in tokens (2048); a multiple of ``block_size``. The
-            local blocks count inside ``topk``.
+        window: local window in tokens (2048); a multiple of ``block_size``. The
+            local blocks count inside ``topk``. (``window_size`` until 0.15: warns, and
+            is removed in 0.17.)
         topk: blocks attended per query and KV head (64); at least the forced blocks.
         topk_fraction: budget that grows with the context (0.0: off). With ``r > 0`` a
             query whose own block is block ``n - 1`` attends to ``max(topk, ceil(r *
@@ -72,7 +78,7 @@ class DSSAConfig:
     stride: int = 16
     init_blocks: int = 1
     block_size: int = 64
-    window_size: int = 2048
+    window: int = 2048
     topk: int = 64
     dense_len: int = 8192
     backend: Backend | str = Backend.AUTO
@@ -87,7 +93,7 @@ class DSSAConfig:
             ("stride", 1),
             ("init_blocks", 0),
             ("block_size", 1),
-            ("window_size", 0),
+            ("window", 0),
             ("topk", 1),
             ("dense_len", 0),
             ("query_block", 1),
@@ -95,7 +101,7 @@ class DSSAConfig:
         ):
             val = getattr(self, name)
             if isinstance(val, bool) or not isinstance(val, int) or val < lo:
-                raise ValueError(f"DSSAConfig.{name} must be an int >= {lo}, got {val!r}")
+                raise ValueError(f"DSSAConfig.{spelled(name)} must be an int >= {lo}, got {val!r}")
         r = self.topk_fraction
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 <= r <= 1.0:
             raise ValueError(f"DSSAConfig.topk_fraction must be a number in [0, 1], got {r!r}")
@@ -109,15 +115,15 @@ class DSSAConfig:
                 f"DSSAConfig.block_size={self.block_size} must be a multiple of "
                 f"stride={self.stride}"
             )
-        if self.window_size % self.block_size:
+        if self.window % self.block_size:
             raise ValueError(
-                f"DSSAConfig.window_size={self.window_size} must be a multiple of "
+                f"DSSAConfig.{spelled('window')}={self.window} must be a multiple of "
                 f"block_size={self.block_size}"
             )
         forced = self.init_blocks + self.local_blocks
         if self.topk < forced:
             raise ValueError(
-                f"DSSAConfig.topk={self.topk} must be >= init_blocks + window_size // "
+                f"DSSAConfig.topk={self.topk} must be >= init_blocks + window // "
                 f"block_size = {forced} (the forced blocks count inside the top-k)"
             )
         if self.block_size % self.query_block:
@@ -134,8 +140,8 @@ class DSSAConfig:
 
     @property
     def local_blocks(self) -> int:
-        """Number of most recent blocks always attended (``window_size // block_size``)."""
-        return self.window_size // self.block_size
+        """Number of most recent blocks always attended (``window // block_size``)."""
+        return self.window // self.block_size
 
     def budget(self, n_blocks: int) -> int:
         """Blocks attended by a query that sees ``n_blocks`` blocks (its own included).
@@ -178,11 +184,11 @@ class DSSAConfig:
             "stride": 16,
             "init_blocks": 1,
             "block_size": 64,
-            "window_size": 256,
+            "window": 256,
             "topk": 16,
             "dense_len": 1024,
         }
-        base.update(overrides)
+        base.update(renamed_kwargs("DSSAConfig.small", RENAMED, REMOVAL, overrides))
         return cls(**base)  # type: ignore[arg-type]
 
     @classmethod
@@ -213,4 +219,5 @@ class DSSAConfig:
             >>> (cfg.kernel_size, cfg.stride, cfg.topk, cfg.query_block)
             (4, 4, 16, 1)
         """
-        return cls.small(**{"kernel_size": 4, "stride": 4, **overrides})
+        over = renamed_kwargs("DSSAConfig.training_free", RENAMED, REMOVAL, overrides)
+        return cls.small(**{"kernel_size": 4, "stride": 4, **over})

@@ -27,6 +27,7 @@ import torch
 
 from lc_attention.hsa.retrieval import chunk_scores
 from lc_kernels.backend import Backend, parse_backend
+from lc_kernels.renames import renamed_params, spelled
 
 __all__ = ["hsa_attention", "hsa_attention_reference"]
 
@@ -117,6 +118,7 @@ def _kernel(
     return out.to(q.dtype)
 
 
+@renamed_params({"query_block": "query_chunk"}, "lc-attention 0.17")
 def hsa_attention(
     q: torch.Tensor,
     chunk_k: torch.Tensor,
@@ -125,7 +127,7 @@ def hsa_attention(
     weights: torch.Tensor,
     *,
     backend: Backend | str = "auto",
-    query_block: int = 1024,
+    query_chunk: int = 1024,
 ) -> torch.Tensor:
     """Attention of every query into its selected chunks, mixed by the retrieval weights.
 
@@ -139,7 +141,8 @@ def hsa_attention(
         backend: a [Backend][lc_kernels.backend.Backend]: ``"auto"`` (the kernel on CUDA,
             the gather path elsewhere), ``"torch"`` (gather) or ``"triton"``
             (``lc_kernels.selected_attention``'s kernels; ``"kernel"`` of 0.14 warns).
-        query_block: queries per block on the gather path (bounds memory at long ``T``).
+        query_chunk: queries per chunk on the gather path (bounds memory at long ``T``;
+            ``query_block`` until 0.15: warns, removed in 0.17).
 
     Returns:
         ``[B, T, H, D]`` in the dtype of ``q``; a query with no selected chunk gets 0.
@@ -158,8 +161,8 @@ def hsa_attention(
             f"{tuple(indices.shape)} and {tuple(weights.shape)}"
         )
     choice = check_backend(backend, stacklevel=3)
-    if query_block < 1:
-        raise ValueError(f"query_block must be >= 1, got {query_block}")
+    if query_chunk < 1:
+        raise ValueError(f"{spelled('query_chunk')} must be >= 1, got {query_chunk}")
     if choice == Backend.AUTO and q.is_cuda:
         return _kernel(q, chunk_k, chunk_v, indices, weights, Backend.AUTO)
     if choice == "kernel":  # the reference on CPU, as before
@@ -171,13 +174,13 @@ def hsa_attention(
     qg = q.view(b, t, g, h // g, d)
     outs = [
         _gather_block(
-            qg[:, a : a + query_block],
+            qg[:, a : a + query_chunk],
             kp,
             vp,
-            indices[:, a : a + query_block],
-            weights[:, a : a + query_block],
+            indices[:, a : a + query_chunk],
+            weights[:, a : a + query_chunk],
         )
-        for a in range(0, t, query_block)
+        for a in range(0, t, query_chunk)
     ]
     return torch.cat(outs, dim=1).to(q.dtype)
 
@@ -192,8 +195,8 @@ def hsa_attention_reference(
     """Dense oracle (fp32, fp64 for fp64 inputs): attend into every complete past chunk, softmax weights over all.
 
     Equals [hsa_attention][lc_attention.hsa.attention.hsa_attention] with the indices and
-    weights of [select_chunks][lc_attention.hsa.retrieval.select_chunks] whenever ``top_k``
-    is at least the number of visible chunks (e.g. ``top_k = C``). ``O(T C S)`` memory:
+    weights of [select_chunks][lc_attention.hsa.retrieval.select_chunks] whenever ``topk``
+    is at least the number of visible chunks (e.g. ``topk = C``). ``O(T C S)`` memory:
     for tests and short sequences.
 
     Args:

@@ -32,6 +32,10 @@ from lc_attention.bam.model import PreNormBlock
 from lc_attention.hsa.attention import check_backend, hsa_attention
 from lc_attention.hsa.retrieval import chunk_scores, select_chunks
 from lc_attention.rope import apply_rotary, rotary_tables
+from lc_kernels.renames import renamed_fields, spelled
+
+#: spellings of lc-attention 0.14 and earlier, accepted with a DeprecationWarning until 0.17
+RENAMED = {"top_k": "topk", "query_block": "query_chunk"}
 
 __all__ = [
     "ChunkEncoder",
@@ -45,6 +49,7 @@ __all__ = [
 ]
 
 
+@renamed_fields(RENAMED, "lc-attention 0.17")
 @dataclass(frozen=True)
 class HSATransformerConfig:
     """Shape of an [HSATransformer][lc_attention.hsa.model.HSATransformer].
@@ -61,7 +66,7 @@ class HSATransformerConfig:
         encoder_layers: bidirectional blocks of the chunk encoder (>= 1; the paper's first
             principle asks for a non-linear encoder).
         chunk_size: tokens per chunk ``S`` (the CLS token comes on top).
-        top_k: chunks each query reads, >= 1 and at most ``max_seq_len // chunk_size``.
+        topk: chunks each query reads, >= 1 and at most ``max_seq_len // chunk_size``.
         window: sliding-window length (query included), >= ``chunk_size`` so that every
             past token is reachable: tokens of the current, incomplete chunk lie in the window.
         chunk_encoder: build landmarks, keys and values with the chunk encoder and its CLS
@@ -70,16 +75,20 @@ class HSATransformerConfig:
             projected mean of the chunk (no encoder blocks, no CLS token).
         bypass_residual: merge retrieval through the bypassing residual path (True) or add
             it to the residual stream like an ordinary sub-layer (False, the ablation).
-        sparse_training: read exactly ``top_k`` chunks in training mode too (True, the
+        sparse_training: read exactly ``topk`` chunks in training mode too (True, the
             paper's third principle) or, as the ablation (False), read every visible chunk
             with softmax weights over all of them in training mode; evaluation always
-            reads ``top_k`` chunks.
+            reads ``topk`` chunks.
         gumbel_noise: perturb the top-k choice with Gumbel noise in training mode.
         max_seq_len: longest accepted input, a multiple of ``chunk_size``.
-        query_block: queries processed together in retrieval and chunk attention.
+        query_chunk: queries processed together in retrieval and chunk attention (a
+            memory bound; the result does not depend on it).
         backend: chunk-attention path, ``"auto"``, ``"torch"`` or ``"triton"`` (see
             [hsa_attention][lc_attention.hsa.attention.hsa_attention]).
         rope_theta: RoPE base of the sliding-window attention.
+
+    ``top_k`` and ``query_block`` (the names until 0.15; ``query_block`` means a group of
+    queries sharing one selection in DSSA) still work, with a DeprecationWarning, until 0.17.
     """
 
     vocab_size: int
@@ -91,14 +100,14 @@ class HSATransformerConfig:
     upper_layers: int = 1
     encoder_layers: int = 1
     chunk_size: int = 8
-    top_k: int = 2
+    topk: int = 2
     window: int = 16
     chunk_encoder: bool = True
     bypass_residual: bool = True
     sparse_training: bool = True
     gumbel_noise: bool = False
     max_seq_len: int = 65536
-    query_block: int = 1024
+    query_chunk: int = 1024
     backend: str = "auto"
     rope_theta: float = 10000.0
 
@@ -114,9 +123,9 @@ class HSATransformerConfig:
             raise ValueError(
                 f"retrieval_heads must divide num_heads={self.num_heads}, got {self.retrieval_heads}"
             )
-        for name in ("ffn_mult", "upper_layers", "encoder_layers", "chunk_size", "query_block"):
+        for name in ("ffn_mult", "upper_layers", "encoder_layers", "chunk_size", "query_chunk"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise ValueError(f"{spelled(name)} must be >= 1, got {getattr(self, name)}")
         if self.lower_layers < 0:
             raise ValueError(f"lower_layers must be >= 0, got {self.lower_layers}")
         if self.max_seq_len < self.chunk_size or self.max_seq_len % self.chunk_size:
@@ -125,9 +134,10 @@ class HSATransformerConfig:
                 f"chunk_size ({self.chunk_size})"
             )
         max_chunks = self.max_seq_len // self.chunk_size
-        if not 1 <= self.top_k <= max_chunks:
+        if not 1 <= self.topk <= max_chunks:
             raise ValueError(
-                f"top_k must lie in [1, max_seq_len // chunk_size = {max_chunks}], got {self.top_k}"
+                f"{spelled('topk')} must lie in [1, max_seq_len // chunk_size = {max_chunks}], "
+                f"got {self.topk}"
             )
         if self.window < self.chunk_size:
             raise ValueError(
@@ -299,23 +309,23 @@ class ChunkSparseAttention(nn.Module):
     def select(
         self, h: torch.Tensor, memory: ChunkMemory, generator: torch.Generator | None = None
     ) -> ChunkSelection:
-        """Chunk choice for every query of ``h [B, T, dim]``, in blocks of ``query_block``."""
+        """Chunk choice for every query of ``h [B, T, dim]``, in blocks of ``query_chunk``."""
         cfg = self.config
         b, t, dim = h.shape
         rq = self.retrieval_q(h).view(b, t, cfg.retrieval_heads, dim // cfg.retrieval_heads)
         # Ablation of the third principle: dense over the visible chunks in training.
         dense = self.training and not cfg.sparse_training
-        top_k = memory.landmarks.shape[1] if dense else cfg.top_k
+        topk = memory.landmarks.shape[1] if dense else cfg.topk
         idx, ws = [], []
-        for a in range(0, t, cfg.query_block):
+        for a in range(0, t, cfg.query_chunk):
             scores = chunk_scores(
-                rq[:, a : a + cfg.query_block], memory.landmarks, cfg.chunk_size, a
+                rq[:, a : a + cfg.query_chunk], memory.landmarks, cfg.chunk_size, a
             )
             noise = None
             if cfg.gumbel_noise and self.training:
                 e = torch.empty_like(scores).exponential_(generator=generator)
                 noise = -e.log()
-            i, w = select_chunks(scores, top_k, noise)
+            i, w = select_chunks(scores, topk, noise)
             idx.append(i)
             ws.append(w)
         return ChunkSelection(torch.cat(idx, 1), torch.cat(ws, 1))
@@ -335,7 +345,7 @@ class ChunkSparseAttention(nn.Module):
             sel.indices,
             sel.weights,
             backend=cfg.backend,
-            query_block=cfg.query_block,
+            query_chunk=cfg.query_chunk,
         )
         return self.out(o.reshape(b, t, -1)), sel
 
@@ -433,10 +443,11 @@ class HSATransformer(nn.Module):
             raise ValueError(
                 f"sequence length {t} must be a multiple of chunk_size={cfg.chunk_size}"
             )
-        if t // cfg.chunk_size < cfg.top_k:
+        if t // cfg.chunk_size < cfg.topk:
+            name = spelled("topk", cfg)
             raise ValueError(
-                f"top_k={cfg.top_k} exceeds the {t // cfg.chunk_size} chunks of a {t}-token "
-                f"sequence; use at least top_k * chunk_size = {cfg.top_k * cfg.chunk_size} tokens"
+                f"{name}={cfg.topk} exceeds the {t // cfg.chunk_size} chunks of a {t}-token "
+                f"sequence; use at least {name} * chunk_size = {cfg.topk * cfg.chunk_size} tokens"
             )
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= cfg.vocab_size):
             raise ValueError(f"token ids must lie in [0, {cfg.vocab_size})")
@@ -453,7 +464,7 @@ class HSATransformer(nn.Module):
 
         Args:
             tokens: ``[B, T]`` int64, ``T`` a multiple of ``chunk_size`` and at least
-                ``top_k * chunk_size``.
+                ``topk * chunk_size``.
             retrieval: False drops the retrieval branch (a pure sliding-window model).
             return_selection: also return the chunk selection of every HSA block.
             generator: source of the Gumbel noise (``gumbel_noise`` in training mode).

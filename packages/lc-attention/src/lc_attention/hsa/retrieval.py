@@ -22,6 +22,8 @@ import math
 
 import torch
 
+from lc_kernels.renames import renamed_params, spelled
+
 __all__ = ["chunk_scores", "select_chunks", "visible_chunks"]
 
 
@@ -78,21 +80,23 @@ def chunk_scores(
     return s.masked_fill(~vis[None, :, None, :], float("-inf"))
 
 
+@renamed_params({"top_k": "topk"}, "lc-attention 0.17")
 def select_chunks(
-    scores: torch.Tensor, top_k: int, noise: torch.Tensor | None = None
+    scores: torch.Tensor, topk: int, noise: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Keep the ``top_k`` best visible chunks per query and weight them by a softmax.
+    """Keep the ``topk`` best visible chunks per query and weight them by a softmax.
 
     Args:
         scores: ``[B, Tq, G, C]`` scores from
             [chunk_scores][lc_attention.hsa.retrieval.chunk_scores] (``-inf`` = invisible).
-        top_k: chunks kept per query, ``1 <= top_k <= C``.
+        topk: chunks kept per query, ``1 <= topk <= C`` (``top_k`` until 0.15: warns,
+            removed in 0.17).
         noise: optional ``[B, Tq, G, C]`` perturbation added to the scores for the choice
             only (e.g. Gumbel noise during training); the weights use the clean scores.
 
     Returns:
-        ``indices [B, Tq, G, top_k]`` int64 chunk ids (``-1`` for unused slots, which occur
-        only while fewer than ``top_k`` chunks are visible) and ``weights [B, Tq, G, top_k]``
+        ``indices [B, Tq, G, topk]`` int64 chunk ids (``-1`` for unused slots, which occur
+        only while fewer than ``topk`` chunks are visible) and ``weights [B, Tq, G, topk]``
         fp32 (each row sums to 1, or is all 0 when no chunk is visible).
 
     Example:
@@ -105,10 +109,10 @@ def select_chunks(
     if scores.ndim != 4:
         raise ValueError(f"scores must be [B, Tq, G, C], got {tuple(scores.shape)}")
     c = scores.shape[-1]
-    if not 1 <= top_k <= c:
-        raise ValueError(f"top_k must lie in [1, number of chunks = {c}], got {top_k}")
+    if not 1 <= topk <= c:
+        raise ValueError(f"{spelled('topk')} must lie in [1, number of chunks = {c}], got {topk}")
     pick = scores if noise is None else scores + noise
-    _, idx = pick.topk(top_k, dim=-1)
+    _, idx = pick.topk(topk, dim=-1)
     sel = scores.gather(-1, idx)
     valid = torch.isfinite(sel)
     w = torch.softmax(sel.masked_fill(~valid, -1e30), dim=-1) * valid

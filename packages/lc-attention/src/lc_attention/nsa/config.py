@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lc_kernels.renames import renamed_fields, renamed_kwargs, spelled
 
+#: spellings of lc-attention 0.14 and earlier, accepted with a DeprecationWarning until 0.17
+RENAMED = {"kernel_stride": "stride", "top_k": "topk", "window_size": "window"}
+REMOVAL = "lc-attention 0.17"
+
+
+@renamed_fields(RENAMED, REMOVAL)
 @dataclass(frozen=True)
 class NSAConfig:
     """Shapes and sparsity pattern of a [NativeSparseAttention][lc_attention.nsa.layer.NativeSparseAttention] layer.
@@ -20,16 +27,19 @@ class NSAConfig:
         num_kv_heads: key/value heads (GQA); ``num_heads`` must be a multiple.
         head_dim: dimension per head (even, for RoPE).
         kernel_size: tokens per compressed token (l).
-        kernel_stride: stride between compressed spans (d); divides ``kernel_size`` and ``block_size``.
+        stride: stride between compressed spans (d); divides ``kernel_size`` and ``block_size``.
         block_size: tokens per selection block (l'); a power of two >= 16 (Triton kernels).
-        top_k: selected blocks per token (n), forced ones included.
+        topk: selected blocks per token (n), forced ones included.
         init_blocks: initial blocks always selected.
         local_blocks: most recent blocks always selected.
-        window_size: sliding-window length (w).
+        window: sliding-window length (w).
         compress_hidden: hidden width of the compression MLP (default ``2 * head_dim``).
         rope_theta: RoPE base.
         kernel_order: ``"auto"`` (FSA order for <= 8 query heads per KV head, NSA order
             otherwise), ``"fsa"`` or ``"nsa"``; used when the Triton kernels run.
+
+    ``kernel_stride``, ``top_k`` and ``window_size`` (the names until 0.15) still work as
+    keywords and attributes, with a DeprecationWarning, until 0.17.
     """
 
     hidden_size: int = 1024
@@ -37,12 +47,12 @@ class NSAConfig:
     num_kv_heads: int = 4
     head_dim: int = 64
     kernel_size: int = 32
-    kernel_stride: int = 16
+    stride: int = 16
     block_size: int = 64
-    top_k: int = 16
+    topk: int = 16
     init_blocks: int = 1
     local_blocks: int = 2
-    window_size: int = 512
+    window: int = 512
     compress_hidden: int | None = None
     rope_theta: float = 10000.0
     kernel_order: str = "auto"
@@ -54,14 +64,14 @@ class NSAConfig:
             "num_kv_heads",
             "head_dim",
             "kernel_size",
-            "kernel_stride",
+            "stride",
             "block_size",
-            "top_k",
-            "window_size",
+            "topk",
+            "window",
         ):
             val = getattr(self, name)
             if not isinstance(val, int) or val < 1:
-                raise ValueError(f"{name}={val!r} is invalid; allowed: an int >= 1")
+                raise ValueError(f"{spelled(name)}={val!r} is invalid; allowed: an int >= 1")
         for name in ("init_blocks", "local_blocks"):
             val = getattr(self, name)
             if not isinstance(val, int) or val < 0:
@@ -72,21 +82,22 @@ class NSAConfig:
             )
         if self.head_dim % 2:
             raise ValueError(f"head_dim={self.head_dim} is invalid; allowed: an even int (RoPE)")
-        if self.kernel_size % self.kernel_stride:
+        stride = spelled("stride")
+        if self.kernel_size % self.stride:
             raise ValueError(
-                f"kernel_stride={self.kernel_stride} is invalid; allowed: a divisor of kernel_size={self.kernel_size}"
+                f"{stride}={self.stride} is invalid; allowed: a divisor of kernel_size={self.kernel_size}"
             )
-        if self.block_size % self.kernel_stride:
+        if self.block_size % self.stride:
             raise ValueError(
-                f"block_size={self.block_size} is invalid; allowed: a multiple of kernel_stride={self.kernel_stride}"
+                f"block_size={self.block_size} is invalid; allowed: a multiple of {stride}={self.stride}"
             )
         if self.block_size < 16 or self.block_size & (self.block_size - 1):
             raise ValueError(
                 f"block_size={self.block_size} is invalid; allowed: a power of two >= 16"
             )
-        if self.init_blocks + self.local_blocks > self.top_k:
+        if self.init_blocks + self.local_blocks > self.topk:
             raise ValueError(
-                f"top_k={self.top_k} is invalid; allowed: >= init_blocks + local_blocks = {self.init_blocks + self.local_blocks}"
+                f"{spelled('topk')}={self.topk} is invalid; allowed: >= init_blocks + local_blocks = {self.init_blocks + self.local_blocks}"
             )
         if self.compress_hidden is not None and self.compress_hidden < 1:
             raise ValueError(
@@ -120,12 +131,12 @@ class NSAConfig:
             "num_kv_heads": num_kv_heads,
             "head_dim": hidden_size // num_heads,
             "kernel_size": 8,
-            "kernel_stride": 4,
+            "stride": 4,
             "block_size": 16,
-            "top_k": 4,
+            "topk": 4,
             "init_blocks": 1,
             "local_blocks": 2,
-            "window_size": 128,
+            "window": 128,
         }
-        base.update(overrides)
+        base.update(renamed_kwargs("NSAConfig.small", RENAMED, REMOVAL, overrides))
         return cls(**base)  # type: ignore[arg-type]

@@ -9,32 +9,32 @@ from lc_attention._sdpa import masked_sdpa
 from lc_attention.nsa.cache import NSACache
 from lc_attention.nsa.config import NSAConfig
 from lc_attention.rope import apply_rotary, rotary_tables
+from lc_kernels.renames import renamed_params
 
 
 class CompressionMLP(nn.Module):
     """Learnable compression of spans of ``kernel_size`` tokens into one token.
 
-    Each span (stride ``kernel_stride``) gets an intra-block position embedding added,
+    Each span (stride ``stride``) gets an intra-block position embedding added,
     is flattened and mapped by a two-layer MLP to one ``head_dim`` vector. Weights are
-    shared across heads.
+    shared across heads. (The keyword ``kernel_stride`` of 0.14 warns until 0.17.)
     """
 
-    def __init__(self, kernel_size: int, kernel_stride: int, head_dim: int, hidden: int) -> None:
+    @renamed_params({"kernel_stride": "stride"}, "lc-attention 0.17")
+    def __init__(self, kernel_size: int, stride: int, head_dim: int, hidden: int) -> None:
         super().__init__()
-        self.kernel_size, self.kernel_stride = kernel_size, kernel_stride
+        self.kernel_size, self.stride = kernel_size, stride
         self.pos = nn.Parameter(torch.zeros(kernel_size, head_dim))
         self.mlp = nn.Sequential(
             nn.Linear(kernel_size * head_dim, hidden), nn.GELU(), nn.Linear(hidden, head_dim)
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x [B, T, H, D]`` -> ``[B, C, H, D]``, ``C = (T - kernel_size) // kernel_stride + 1``."""
+        """``x [B, T, H, D]`` -> ``[B, C, H, D]``, ``C = (T - kernel_size) // stride + 1``."""
         b, t, h, d = x.shape
         if t < self.kernel_size:
             return x.new_zeros(b, 0, h, d)
-        spans = x.unfold(1, self.kernel_size, self.kernel_stride).transpose(
-            -1, -2
-        )  # [B, C, H, l, D]
+        spans = x.unfold(1, self.kernel_size, self.stride).transpose(-1, -2)  # [B, C, H, l, D]
         spans = spans + self.pos
         return self.mlp(spans.flatten(-2)).contiguous()
 
@@ -46,10 +46,10 @@ class NativeSparseAttention(nn.Module):
     with per-head gates ``g = sigmoid(W_g x)``. The compression branch attends to keys
     and values compressed by [CompressionMLP][lc_attention.nsa.layer.CompressionMLP];
     its attention probabilities, summed over the query heads of a group, choose the
-    ``top_k`` selection blocks (initial and local blocks forced) for the selection
+    ``topk`` selection blocks (initial and local blocks forced) for the selection
     branch, run by ``lc_kernels.selected_attention`` (FSA loop order for groups of <= 8
     query heads, NSA order above, Triton on CUDA). The sliding-window branch sees the
-    last ``window_size`` tokens. Selection and window branches use RoPE'd queries and
+    last ``window`` tokens. Selection and window branches use RoPE'd queries and
     keys; the compression branch uses unrotated ones (the position embedding inside a
     span carries position there).
 
@@ -68,8 +68,8 @@ class NativeSparseAttention(nn.Module):
         self.v_proj = nn.Linear(c.hidden_size, c.num_kv_heads * c.head_dim, bias=False)
         self.o_proj = nn.Linear(c.num_heads * c.head_dim, c.hidden_size, bias=False)
         hid = c.compress_hidden or 2 * c.head_dim
-        self.k_compress = CompressionMLP(c.kernel_size, c.kernel_stride, c.head_dim, hid)
-        self.v_compress = CompressionMLP(c.kernel_size, c.kernel_stride, c.head_dim, hid)
+        self.k_compress = CompressionMLP(c.kernel_size, c.stride, c.head_dim, hid)
+        self.v_compress = CompressionMLP(c.kernel_size, c.stride, c.head_dim, hid)
         self.gate = nn.Linear(c.hidden_size, 3 * c.num_heads)
 
     def forward(
@@ -80,7 +80,7 @@ class NativeSparseAttention(nn.Module):
         Args:
             x: ``[B, T, hidden_size]`` hidden states (with ``cache``: the new tokens,
                 which follow the cached ones).
-            return_indices: also return the selected blocks ``[B, T, H_kv, top_k]``.
+            return_indices: also return the selected blocks ``[B, T, H_kv, topk]``.
             cache: an [NSACache][lc_attention.nsa.cache.NSACache], updated in place;
                 outputs equal those of a full forward over the whole sequence.
 
@@ -106,15 +106,15 @@ class NativeSparseAttention(nn.Module):
         v = self.v_proj(x).view(b, t, c.num_kv_heads, c.head_dim)
 
         k_cmp, v_cmp = self.k_compress(k), self.v_compress(v)
-        o_cmp = compressed_attention(q, k_cmp, v_cmp, c.kernel_size, c.kernel_stride)
+        o_cmp = compressed_attention(q, k_cmp, v_cmp, c.kernel_size, c.stride)
         with torch.no_grad():
             idx = select_blocks(
                 q.detach(),
                 k_cmp.detach(),
                 c.block_size,
-                c.top_k,
+                c.topk,
                 c.kernel_size,
-                c.kernel_stride,
+                c.stride,
                 c.init_blocks,
                 c.local_blocks,
             )
@@ -122,7 +122,7 @@ class NativeSparseAttention(nn.Module):
         cos, sin = rotary_tables(t, c.head_dim, c.rope_theta, x.device)
         qr, kr = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         o_slc = selected_attention(qr, kr, v.contiguous(), idx, c.block_size, order=c.kernel_order)
-        o_win = sliding_window_attention(qr, kr, v.contiguous(), c.window_size)
+        o_win = sliding_window_attention(qr, kr, v.contiguous(), c.window)
 
         g = torch.sigmoid(self.gate(x)).view(b, t, c.num_heads, 3, 1).to(q.dtype)
         o = g[:, :, :, 0] * o_cmp + g[:, :, :, 1] * o_slc + g[:, :, :, 2] * o_win
@@ -156,9 +156,9 @@ class NativeSparseAttention(nn.Module):
         assert cache.k_rot is not None
 
         c_old = 0 if cache.k_cmp is None else int(cache.k_cmp.shape[1])
-        c_new = num_compressed(total, c.kernel_size, c.kernel_stride)
+        c_new = num_compressed(total, c.kernel_size, c.stride)
         if c_new > c_old:
-            lo, hi = c_old * c.kernel_stride, (c_new - 1) * c.kernel_stride + c.kernel_size
+            lo, hi = c_old * c.stride, (c_new - 1) * c.stride + c.kernel_size
             cache.k_cmp = cat(cache.k_cmp, self.k_compress(cache.k[:, lo:hi]))
             cache.v_cmp = cat(cache.v_cmp, self.v_compress(cache.v[:, lo:hi]))
         elif cache.k_cmp is None:
@@ -171,16 +171,16 @@ class NativeSparseAttention(nn.Module):
         scale = c.head_dim**-0.5
         # the prefill's compressed attention, with the new queries at their positions
         o_cmp, _ = compressed_attention_reference(
-            q, cache.k_cmp, cache.v_cmp, c.kernel_size, c.kernel_stride, scale, start=start
+            q, cache.k_cmp, cache.v_cmp, c.kernel_size, c.stride, scale, start=start
         )
 
         with torch.no_grad():  # the prefill's scores (select_blocks), at the new positions
             scores = block_scores_reference(
-                q, cache.k_cmp, c.kernel_size, c.kernel_stride, c.block_size, scale,
+                q, cache.k_cmp, c.kernel_size, c.stride, c.block_size, scale,
                 start=start, kv_len=total,
             )  # fmt: skip
             idx = topk_blocks_from_scores(
-                scores, c.block_size, c.top_k, c.init_blocks, c.local_blocks, positions=pos
+                scores, c.block_size, c.topk, c.init_blocks, c.local_blocks, positions=pos
             )
         # selected blocks: lc-kernels' selected attention with queries aligned to the end of
         # the cache (Triton on CUDA: only the chosen blocks are read)
@@ -188,10 +188,10 @@ class NativeSparseAttention(nn.Module):
             qr.contiguous(), cache.k_rot, cache.v, idx.contiguous(), c.block_size,
             order=c.kernel_order, check=False,
         )  # fmt: skip
-        # window: only the last window_size + n - 1 keys can be seen
-        lo = max(0, total - n - c.window_size + 1)
+        # window: only the last window + n - 1 keys can be seen
+        lo = max(0, total - n - c.window + 1)
         keys = torch.arange(lo, total, device=x.device)
-        win = (keys <= pos[:, None]) & (keys > pos[:, None] - c.window_size)  # [n, L]
+        win = (keys <= pos[:, None]) & (keys > pos[:, None] - c.window)  # [n, L]
         o_win = masked_sdpa(qr, cache.k_rot[:, lo:], cache.v[:, lo:], win[None, None], scale)
 
         gt = torch.sigmoid(self.gate(x)).view(b, n, c.num_heads, 3, 1).to(q.dtype)

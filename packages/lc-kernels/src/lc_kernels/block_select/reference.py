@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from lc_kernels.renames import renamed_params
+
 
 def forced_block_mask(
     own: torch.Tensor, n_blocks: int, init_blocks: int, local_blocks: int
@@ -68,10 +70,11 @@ def forced_block_ids(
     return ids, ok
 
 
+@renamed_params({"top_k": "topk"}, "lc-kernels 0.10")
 def topk_blocks_from_scores(
     scores: torch.Tensor,
     block_size: int,
-    top_k: int,
+    topk: int,
     init_blocks: int,
     local_blocks: int,
     positions: torch.Tensor | None = None,
@@ -86,14 +89,14 @@ def topk_blocks_from_scores(
     Args:
         scores: ``[B, T, H_kv, NB]`` block importance.
         block_size: tokens per selection block.
-        top_k: blocks per token.
+        topk: blocks per token (``top_k`` until 0.7: warns, removed in 0.10).
         init_blocks: leading blocks always taken.
         local_blocks: most recent blocks always taken.
         positions: ``[T]`` position of each query row (default ``0..T-1``; decoding
             passes the positions of the new tokens).
 
     Returns:
-        ``[B, T, H_kv, top_k]`` int32 block ids, best first (forced blocks first).
+        ``[B, T, H_kv, topk]`` int32 block ids, best first (forced blocks first).
 
     Example:
         >>> s = torch.tensor([0.0, 5.0, 1.0, 4.0, 3.0]).view(1, 1, 1, 5)
@@ -107,9 +110,9 @@ def topk_blocks_from_scores(
     future = (torch.arange(nb, device=scores.device) > own.unsqueeze(-1)).view(1, t, 1, nb)
     s = torch.where(forced, torch.full_like(scores, float("inf")), scores)
     s = torch.where(future, torch.full_like(s, float("-inf")), s)
-    if top_k > nb:
-        s = torch.cat([s, s.new_full((b, t, h, top_k - nb), float("-inf"))], -1)
-    val, idx = torch.topk(s, top_k, dim=-1)
+    if topk > nb:
+        s = torch.cat([s, s.new_full((b, t, h, topk - nb), float("-inf"))], -1)
+    val, idx = torch.topk(s, topk, dim=-1)
     return torch.where(val == float("-inf"), torch.full_like(idx, -1), idx).to(torch.int32)
 
 

@@ -15,6 +15,7 @@ from lc_kernels.compressed_attention.reference import (
     group_block_scores_reference,
     num_compressed,
 )
+from lc_kernels.renames import renamed_params, spelled
 
 
 def _check_ints(*fields: tuple[str, object, int]) -> None:
@@ -83,7 +84,7 @@ def compressed_attention(
     kernel_size: int = ...,
     stride: int = ...,
     scale: float | None = ...,
-    top_k: None = ...,
+    topk: None = ...,
     block_size: int = ...,
     init_blocks: int = ...,
     local_blocks: int = ...,
@@ -99,13 +100,14 @@ def compressed_attention(
     stride: int = ...,
     scale: float | None = ...,
     *,
-    top_k: int,
+    topk: int,
     block_size: int = ...,
     init_blocks: int = ...,
     local_blocks: int = ...,
 ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
+@renamed_params({"top_k": "topk"}, "lc-kernels 0.10")
 def compressed_attention(
     q: torch.Tensor,
     k_cmp: torch.Tensor,
@@ -113,14 +115,14 @@ def compressed_attention(
     kernel_size: int = 32,
     stride: int = 16,
     scale: float | None = None,
-    top_k: int | None = None,
+    topk: int | None = None,
     block_size: int = 64,
     init_blocks: int = 1,
     local_blocks: int = 2,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Causal attention of every query to the compressed keys it may see (NSA's compression branch).
 
-    With ``top_k`` it also selects blocks for the selection branch (see
+    With ``topk`` it also selects blocks for the selection branch (see
     [select_blocks][lc_kernels.compressed_attention.select_blocks]) and returns both.
 
     Args:
@@ -130,14 +132,15 @@ def compressed_attention(
         kernel_size: tokens summarised by one compressed token (l = 32).
         stride: distance between compressed spans (d = 16).
         scale: softmax scale, default ``1 / sqrt(D)``.
-        top_k: if given, also return ``top_k`` selected blocks per token and KV head.
-        block_size: selection block length (with ``top_k``).
-        init_blocks: initial blocks always selected (with ``top_k``).
-        local_blocks: most recent blocks always selected (with ``top_k``).
+        topk: if given, also return ``topk`` selected blocks per token and KV head
+            (``top_k`` until 0.7: warns, removed in 0.10).
+        block_size: selection block length (with ``topk``).
+        init_blocks: initial blocks always selected (with ``topk``).
+        local_blocks: most recent blocks always selected (with ``topk``).
 
     Returns:
-        ``[B, T, HQ, D]``; tokens before the first complete span get 0. With ``top_k``:
-        ``(output, block_indices [B, T, H_kv, top_k] int32)``.
+        ``[B, T, HQ, D]``; tokens before the first complete span get 0. With ``topk``:
+        ``(output, block_indices [B, T, H_kv, topk] int32)``.
 
     Example:
         >>> import torch
@@ -151,19 +154,20 @@ def compressed_attention(
     o, _ = compressed_attention_reference(
         q, k_cmp, v_cmp, kernel_size, stride, default_scale(scale, q.shape[-1])
     )
-    if top_k is None:
+    if topk is None:
         return o
     idx = select_blocks(
-        q, k_cmp, block_size, top_k, kernel_size, stride, init_blocks, local_blocks, scale
+        q, k_cmp, block_size, topk, kernel_size, stride, init_blocks, local_blocks, scale
     )
     return o, idx
 
 
+@renamed_params({"top_k": "topk"}, "lc-kernels 0.10")
 def select_blocks(
     q: torch.Tensor,
     k_cmp: torch.Tensor,
     block_size: int = 64,
-    top_k: int = 16,
+    topk: int = 16,
     kernel_size: int = 32,
     stride: int = 16,
     init_blocks: int = 1,
@@ -181,7 +185,8 @@ def select_blocks(
         q: ``[B, T, HQ, D]`` queries.
         k_cmp: ``[B, C, H_kv, D]`` compressed keys.
         block_size: selection block length (l' = 64); a multiple of ``stride``.
-        top_k: number of selected blocks per token (n = 16).
+        topk: number of selected blocks per token (n = 16; ``top_k`` until 0.7: warns,
+            removed in 0.10).
         kernel_size: compression span (l = 32).
         stride: compression stride (d = 16).
         init_blocks: blocks always selected at the start (1).
@@ -189,20 +194,20 @@ def select_blocks(
         scale: softmax scale, default ``1 / sqrt(D)``.
 
     Returns:
-        ``[B, T, H_kv, top_k]`` int32 block ids, ``-1`` in unfilled slots; ready for
+        ``[B, T, H_kv, topk]`` int32 block ids, ``-1`` in unfilled slots; ready for
         [selected_attention][lc_kernels.selected_attention.selected_attention].
 
     Example:
         >>> import torch
         >>> from lc_kernels import mean_pool_compress, select_blocks
         >>> q = torch.randn(1, 256, 4, 16); k = torch.randn(1, 256, 2, 16)
-        >>> select_blocks(q, mean_pool_compress(k), block_size=64, top_k=3).shape
+        >>> select_blocks(q, mean_pool_compress(k), block_size=64, topk=3).shape
         torch.Size([1, 256, 2, 3])
     """
     _check_cmp(q, k_cmp, None, kernel_size, stride)
     _check_ints(
         ("block_size", block_size, 1),
-        ("top_k", top_k, 1),
+        (spelled("topk"), topk, 1),
         ("init_blocks", init_blocks, 0),
         ("local_blocks", local_blocks, 0),
     )
@@ -210,7 +215,7 @@ def select_blocks(
         raise ValueError(f"block_size={block_size} must be a multiple of stride={stride}")
     sc = default_scale(scale, q.shape[-1])
     scores = block_scores_reference(q, k_cmp, kernel_size, stride, block_size, sc)
-    return topk_blocks_from_scores(scores, block_size, top_k, init_blocks, local_blocks)
+    return topk_blocks_from_scores(scores, block_size, topk, init_blocks, local_blocks)
 
 
 def group_block_scores(
