@@ -10,11 +10,7 @@ from hypothesis import strategies as st
 import lc_attention.dssa.attention as dssa_mod
 from lc_attention.dssa import DSSAConfig, compress_keys, dssa_attention
 from lc_attention.dssa.selection import select_group_blocks
-from lc_attention.dssa.sparse import (
-    attention_with_lse,
-    block_major_selected_attention,
-    tiled_selected_attention,
-)
+from lc_attention.dssa.sparse import attention_with_lse, block_major_selected_attention
 from lc_kernels.selected_attention.reference import selected_attention_reference
 
 torch.set_num_threads(1)
@@ -73,7 +69,7 @@ def test_dssa_selection_equals_tiled_path() -> None:
     q, k, v = _qkv(1100, 6, 2, b=2, seed=5)
     idx = select_group_blocks(q, compress_keys(k, cfg), 0, 1100, cfg, 0.25)
     got = block_major_selected_attention(q, k, v, idx, 0, 64, 0.25, 1, cfg.local_blocks)
-    ref = tiled_selected_attention(q, k, v, idx, torch.arange(1100), 64, 0.25)
+    ref = selected_attention_reference(q, k, v, idx, 64, 0.25)
     torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
 
 
@@ -156,28 +152,23 @@ def test_property_equals_reference(s, frac, block, heads, init, local, chunk, se
 
 
 def test_dssa_routes_per_query_prefill_through_block_major(monkeypatch) -> None:
-    """No padding mask and no gradient: block-major; with a gradient: the tiled path."""
-    calls = {"block_major": 0, "tiled": 0}
-    real_bm, real_tiled = block_major_selected_attention, tiled_selected_attention
+    """Without and with a gradient: the block-major path (the one PyTorch path)."""
+    calls = {"block_major": 0}
+    real_bm = block_major_selected_attention
 
     def bm(*a, **kw):
         calls["block_major"] += 1
         return real_bm(*a, **kw)
 
-    def tiled(*a, **kw):
-        calls["tiled"] += 1
-        return real_tiled(*a, **kw)
-
     monkeypatch.setattr(dssa_mod, "block_major_selected_attention", bm)
-    monkeypatch.setattr(dssa_mod, "tiled_selected_attention", tiled)
     cfg = DSSAConfig.training_free(dense_len=256, window_size=128, topk=6, backend="torch")
     q, k, v = _qkv(700, 6, 2, seed=12)
     with torch.no_grad():
         fast = dssa_attention(q, k, v, cfg)
-    assert calls == {"block_major": 1, "tiled": 0}
+    assert calls == {"block_major": 1}
     qg = q.clone().requires_grad_()
     slow = dssa_attention(qg, k, v, cfg)
-    assert calls == {"block_major": 1, "tiled": 1}
+    assert calls == {"block_major": 2}
     torch.testing.assert_close(fast, slow.detach(), rtol=1e-5, atol=1e-5)
     slow.sum().backward()
     assert qg.grad is not None

@@ -8,10 +8,10 @@ import torch
 from lc_attention.dssa import (
     CompressedKeyCache,
     DSSAConfig,
+    block_major_selected_attention,
     compress_keys,
     dense_attention,
     dssa_attention,
-    grouped_selected_attention,
     select_blocks,
     select_group_blocks,
 )
@@ -62,7 +62,9 @@ def test_grouped_attention_equals_reference(start: int, t: int, group: int, k: i
     g0 = start // group
     ng = (s - 1) // group - g0 + 1
     idx = _group_selection(2, ng, 2, k, g0, group, 64, seed=t)
-    got = grouped_selected_attention(q[:, start:], kk, v, idx, start, 64, 0.3, group)
+    got = block_major_selected_attention(
+        q[:, start:], kk, v, idx, start, 64, 0.3, 1, 1, query_block=group
+    )
     gid = torch.arange(start, s) // group - g0
     ref = _reference_suffix(q, kk, v, idx[:, gid], start, 0.3)
     torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
@@ -72,9 +74,9 @@ def test_grouped_attention_rejects_bad_shapes() -> None:
     q, k, v = _qkv(128)
     idx = torch.zeros(1, 3, 2, 2, dtype=torch.int32)
     with pytest.raises(ValueError, match="idx"):
-        grouped_selected_attention(q, k, v, idx, 0, 64, 0.3, 64)
+        block_major_selected_attention(q, k, v, idx, 0, 64, 0.3, 1, 1, query_block=64)
     with pytest.raises(ValueError, match="group"):
-        grouped_selected_attention(q, k, v, idx, 0, 64, 0.3, 48)
+        block_major_selected_attention(q, k, v, idx, 0, 64, 0.3, 1, 1, query_block=48)
 
 
 def _brute_group_scores(q, kc, first, last, h, g, scale, nb):
@@ -197,7 +199,9 @@ def test_grouped_attention_gradients_equal_reference(start: int, t: int, group: 
     ng = (s - 1) // group - g0 + 1
     idx = _group_selection(1, ng, 2, 3, g0, group, 64, seed=t)
     w = torch.randn(1, t, 6, 16, generator=torch.Generator().manual_seed(1))
-    got = grouped_selected_attention(q[:, start:], kk, v, idx, start, 64, 0.3, group)
+    got = block_major_selected_attention(
+        q[:, start:], kk, v, idx, start, 64, 0.3, 1, 1, query_block=group
+    )
     grads = torch.autograd.grad((got * w).sum(), (q, kk, v))
     gid = torch.arange(start, s) // group - g0
     ref = _reference_suffix(q, kk, v, idx[:, gid], start, 0.3)

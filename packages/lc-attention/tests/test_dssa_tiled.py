@@ -13,7 +13,7 @@ from lc_attention.dssa import (
     dssa_attention,
     select_blocks,
 )
-from lc_attention.dssa.sparse import tiled_selected_attention
+from lc_attention.dssa.sparse import block_major_selected_attention
 from lc_kernels.compressed_attention.reference import block_overlap
 from lc_kernels.selected_attention.reference import selected_attention_reference
 
@@ -61,7 +61,7 @@ def test_tiled_equals_reference_for_random_per_query_selection(tile: int) -> Non
     nb = -(-203 // 32)
     idx = torch.randint(-1, nb, (2, 203, 2, 3), generator=g).int()  # -1s and duplicates
     idx[..., 0] = (torch.arange(203) // 32).view(1, 203, 1).int()  # own block
-    got = tiled_selected_attention(q, k, v, idx, torch.arange(203), 32, 0.3, tile=tile)
+    got = block_major_selected_attention(q, k, v, idx, 0, 32, 0.3, 1, 1, chunk=tile)
     ref = selected_attention_reference(q, k, v, idx, 32, 0.3)
     torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
 
@@ -75,7 +75,9 @@ def test_tiled_suffix_queries_and_padding_mask() -> None:
     idx = torch.randint(-1, 5, (1, 70, 2, 2), generator=g).int()
     pad = torch.ones(1, 1, 70, 160, dtype=torch.bool)
     pad[..., :40] = False  # every key of block 0 is padding: some queries see nothing
-    got = tiled_selected_attention(q[:, t0:], k, v, idx, pos, 32, 0.25, tile=16, allowed_pad=pad)
+    got = block_major_selected_attention(
+        q[:, t0:], k, v, idx, t0, 32, 0.25, 1, 1, chunk=16, allowed_pad=pad
+    )
     ref = _masked_reference(q[:, t0:], k, v, idx, pos, 32, 0.25, pad)
     torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
     assert got.isfinite().all()

@@ -22,11 +22,7 @@ from lc_attention.dssa.selection import (
     select_blocks,
     select_group_blocks,
 )
-from lc_attention.dssa.sparse import (
-    block_major_selected_attention,
-    grouped_selected_attention,
-    tiled_selected_attention,
-)
+from lc_attention.dssa.sparse import block_major_selected_attention
 
 __all__ = [
     "CompressedKeyCache",
@@ -38,8 +34,6 @@ __all__ = [
     "compress_keys",
     "dense_attention",
     "dssa_attention",
-    "grouped_selected_attention",
     "select_blocks",
     "select_group_blocks",
-    "tiled_selected_attention",
 ]

@@ -10,17 +10,8 @@ import torch.nn.functional as F
 from lc_attention._sdpa import masked_sdpa
 from lc_attention.dssa.cache import CompressedKeyCache
 from lc_attention.dssa.config import DSSAConfig
-from lc_attention.dssa.selection import (
-    compress_keys,
-    first_full_group,
-    query_groups,
-    select_group_blocks,
-)
-from lc_attention.dssa.sparse import (
-    block_major_selected_attention,
-    grouped_selected_attention,
-    tiled_selected_attention,
-)
+from lc_attention.dssa.selection import compress_keys, query_groups, select_group_blocks
+from lc_attention.dssa.sparse import block_major_selected_attention
 from lc_kernels import selected_attention
 
 
@@ -122,73 +113,6 @@ def _bool_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
     return mask == 0
 
 
-def _gather_keys(x: torch.Tensor, tok: torch.Tensor) -> torch.Tensor:
-    """Rows of ``x [B, S, H, D]`` at key positions ``tok [B, T, H, L]``: ``[B, H, T, L, D]``.
-
-    One ``index_select`` of whole rows from a ``[rows, D]`` view of ``x``: transformers'
-    KV cache is ``[B, H, S, D]`` in memory (``x`` is its transpose), other callers pass a
-    contiguous ``[B, S, H, D]``; anything else is copied once.
-    """
-    b, s, h, d = x.shape
-    t, length = tok.shape[1], tok.shape[3]
-    bi = torch.arange(b, device=x.device).view(b, 1, 1, 1)
-    hi = torch.arange(h, device=x.device).view(1, 1, h, 1)
-    if x.transpose(1, 2).is_contiguous():
-        table, rows = x.transpose(1, 2).reshape(-1, d), (bi * h + hi) * s + tok
-    else:
-        table, rows = x.contiguous().view(-1, d), (bi * s + tok) * h + hi
-    picked = table.index_select(0, rows.permute(0, 2, 1, 3).flatten())
-    return picked.view(b, h, t, length, d)
-
-
-GATHER_MAX_QUERIES = 16
-TILE = 64
-
-
-def _gathered_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    idx: torch.Tensor,
-    positions: torch.Tensor,
-    block_size: int,
-    scale: float,
-    allowed_pad: torch.Tensor | None,
-) -> torch.Tensor:
-    """Attention over gathered selected blocks: O(T * topk * block) work, for few queries.
-
-    Args:
-        q: ``[B, T, HQ, D]``; k, v: ``[B, S, H_kv, D]``.
-        idx: ``[B, T, H_kv, K]`` distinct block ids, ``-1`` unused.
-        positions: ``[T]`` key positions of the queries.
-        block_size: tokens per block.
-        scale: softmax scale.
-        allowed_pad: optional ``[B, 1, T, S]`` bool padding mask.
-
-    Returns:
-        ``[B, T, HQ, D]``.
-    """
-    b, t, hq, d = q.shape
-    s, hkv = k.shape[1], k.shape[2]
-    g = hq // hkv
-    offs = torch.arange(block_size, device=q.device)
-    tok = (idx.long()[..., None] * block_size + offs).flatten(-2)  # [B, T, H_kv, L]
-    valid = (idx[..., None] >= 0).expand(*idx.shape, block_size).flatten(-2)
-    valid = valid & (tok <= positions.view(1, t, 1, 1)) & (tok < s)
-    tok = tok.clamp(0, s - 1)
-    if allowed_pad is not None:
-        pad = allowed_pad[:, 0, :, None, :].expand(b, t, hkv, s)
-        valid = valid & torch.gather(pad, 3, tok)
-    kg, vg = _gather_keys(k, tok), _gather_keys(v, tok)  # [B, H_kv, T, L, D]
-    qg = q.view(b, t, hkv, g, d)
-    scores = torch.einsum("bthgd,bhtld->bthgl", qg, kg) * scale
-    m = valid[:, :, :, None, :]
-    scores = scores.masked_fill(~m, float("-inf"))
-    p = torch.softmax(scores, -1)
-    p = torch.where(m.any(-1, keepdim=True), p, torch.zeros_like(p))
-    return torch.einsum("bthgl,bhtld->bthgd", p, vg).reshape(b, t, hq, d)
-
-
 def dense_attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -255,25 +179,16 @@ def dssa_attention(
     [select_blocks][lc_attention.dssa.selection.select_blocks] (initial, local and
     best-scoring blocks; all query heads of a GQA group share them). Queries are the
     last ``T`` positions of the ``S`` keys, so prefill (``T == S``), chunked prefill and
-    decode (``T == 1`` over a KV cache) all go through here. On CUDA (or with
-    ``backend="triton"``) prefill, decode and chunked prefill without an
-    ``attention_mask`` (a ``kv_valid`` padding mask is fine) run
+    decode (``T == 1`` over a KV cache) all go through here. The sparse stage has two
+    paths, chosen by [sparse_path][lc_attention.dssa.attention.sparse_path]: on CUDA (or
+    with ``backend="triton"``) without an ``attention_mask`` (a ``kv_valid`` padding
+    mask is fine),
     [selected_attention][lc_kernels.selected_attention.selected_attention] (Triton, no
-    host reads), except chunks of more than 16 queries with ``query_block > 1``, which
-    take the grouped path below. Elsewhere
-    up to 16 queries (decode) gather each query's selected blocks, so a decode step
-    costs ``O(topk * block_size)`` instead of ``O(S)``; with ``config.query_block > 1``
-    (and no padding mask) each query group gathers its own blocks and runs one SDPA
-    ([grouped_selected_attention][lc_attention.dssa.sparse.grouped_selected_attention]);
-    per-query selection without a padding mask or a gradient runs
+    host reads); everything else runs
     [block_major_selected_attention][lc_attention.dssa.sparse.block_major_selected_attention]
-    (forced blocks per tile, every other selected block with the queries that chose
-    it: exactly the selected work); everything else runs
-    [tiled_selected_attention][lc_attention.dssa.sparse.tiled_selected_attention]:
-    tiles of 64 queries gather the union of their selected blocks and run one SDPA,
-    ``O(T * U * block_size)`` for a union of ``U`` blocks. Selection, the grouped path
-    and decoding read nothing back from the device (no synchronisation on a GPU); the
-    block-major and tiled paths read their sizes once per call.
+    in PyTorch (forced blocks per tile, every other selected block with the queries that
+    chose it: exactly the selected work, ``O(T * topk * block_size)``). Off the CPU
+    neither selection nor attention reads anything back from the device.
 
     Args:
         query: ``[B, T, HQ, D]`` queries.
@@ -310,7 +225,7 @@ def dssa_attention(
 
     Example:
         >>> import torch
-        >>> cfg = DSSAConfig.small(dense_len=256, window_size=64, topk=2)
+        >>> cfg = DSSAConfig.small(dense_len=256, window=64, topk=2)
         >>> q = torch.randn(1, 300, 6, 16); k = torch.randn(1, 300, 2, 16)
         >>> dssa_attention(q, k, k, cfg).shape
         torch.Size([1, 300, 6, 16])
@@ -341,28 +256,9 @@ def dssa_attention(
     if allowed_pad is not None and allowed_pad.shape[0] != query.shape[0]:
         allowed_pad = allowed_pad.expand(query.shape[0], -1, -1, -1)  # a view: batch 1
     use_triton = config.backend == "triton" or (config.backend == "auto" and query.is_cuda)
-    grad = torch.is_grad_enabled() and any(x.requires_grad for x in (query, key, value))
-    path = sparse_path(
-        t,
-        s,
-        qb,
-        config.local_blocks,
-        use_triton,
-        allowed_pad is not None,
-        kv_valid is not None,
-        grad,
-    )
-    if kv_valid is not None and path != "triton":  # the PyTorch paths take it as a mask
-        allowed_pad = padding_mask(kv_valid, t)
-    if path == "grouped":
-        full = first_full_group(start, t, config) if config.topk_fraction else 0
-        return grouped_selected_attention(
-            query, key, value, idx, start, config.block_size, sc, qb, full
-        )
-    if qb > 1:  # one row per query
-        idx = idx.index_select(1, query_groups(start, qb, t)[0].to(idx.device))
-    positions = torch.arange(start, s, device=query.device)
-    if path == "triton":
+    if sparse_path(use_triton, allowed_pad is not None) == "triton":
+        if qb > 1:  # one row per query
+            idx = idx.index_select(1, query_groups(start, qb, t)[0].to(idx.device))
         return selected_attention(
             query.contiguous(),
             key.contiguous(),
@@ -374,85 +270,49 @@ def dssa_attention(
             kv_valid=kv_valid,
             check=False,  # the selection is causal by construction
         )
-    if path == "gathered":
-        return _gathered_attention(
-            query, key, value, idx, positions, config.block_size, sc, allowed_pad
-        )
-    if path == "block_major":
-        return block_major_selected_attention(
-            query,
-            key,
-            value,
-            idx,
-            start,
-            config.block_size,
-            sc,
-            config.init_blocks,
-            config.local_blocks,
-        )
-    return tiled_selected_attention(
-        query, key, value, idx, positions, config.block_size, sc, TILE, allowed_pad
+    if kv_valid is not None:  # the PyTorch path takes it as a mask
+        allowed_pad = padding_mask(kv_valid, t)
+    return block_major_selected_attention(
+        query,
+        key,
+        value,
+        idx,
+        start,
+        config.block_size,
+        sc,
+        config.init_blocks,
+        config.local_blocks,
+        allowed_pad=allowed_pad,
+        query_block=qb,
     )
 
 
 #: the execution paths of DSSA's sparse stage, as named by ``sparse_path``
-SPARSE_PATHS = ("triton", "grouped", "gathered", "block_major", "tiled")
+SPARSE_PATHS = ("triton", "block_major")
 
 
-def sparse_path(
-    t: int,
-    s: int,
-    query_block: int,
-    local_blocks: int,
-    use_triton: bool,
-    masked: bool,
-    padded: bool,
-    grad: bool,
-) -> str:
+def sparse_path(use_triton: bool, masked: bool) -> str:
     """The one dispatcher of DSSA's sparse stage: which path computes the attention.
 
     - ``"triton"``: lc-kernels' ``selected_attention`` (CUDA, or ``backend="triton"``)
-      when no ``attention_mask`` is given (``kv_valid`` is fine), except chunks of more
-      than ``GATHER_MAX_QUERIES`` queries with shared selections (``query_block > 1``)
-      in a chunked prefill;
-    - ``"grouped"``: shared selections, more than ``GATHER_MAX_QUERIES`` queries, no
-      mask: one SDPA per query group over its blocks;
-    - ``"gathered"``: up to ``GATHER_MAX_QUERIES`` queries (decode): each query gathers
-      its own blocks;
-    - ``"block_major"``: per-query selection, no mask, no gradient (the CPU prefill);
-    - ``"tiled"``: everything else (a mask or padding, or gradients).
+      when no ``attention_mask`` is given (``kv_valid`` is fine);
+    - ``"block_major"``: everything else, in PyTorch
+      ([block_major_selected_attention][lc_attention.dssa.sparse.block_major_selected_attention]:
+      decode, prefill and chunked prefill, per-query and shared selections, padding
+      masks, gradients).
 
-    CPU measurements of the block-major and tiled paths (``benchmarks/dssa_stage2.py``):
-    ``docs/benchmarks/lc-attention-dssa.md``.
+    The PyTorch path is the fastest of the four that lc-attention 0.14 had, measured side
+    by side (``benchmarks/dssa_sparse_paths.py``; ``docs/benchmarks/lc-attention-dssa.md``).
 
     Args:
-        t: number of queries.
-        s: number of keys.
-        query_block: the config's ``query_block``.
-        local_blocks: the config's ``local_blocks``.
         use_triton: the config's backend resolves to Triton for these tensors.
         masked: an ``attention_mask`` was given.
-        padded: a ``kv_valid`` was given.
-        grad: gradients flow to the queries, keys or values.
 
     Returns:
         One of ``SPARSE_PATHS``.
 
     Example:
-        >>> sparse_path(1, 9000, 1, 32, False, False, False, False)
-        'gathered'
-        >>> sparse_path(4096, 9000, 64, 32, True, False, True, True)
-        'triton'
+        >>> sparse_path(False, False), sparse_path(True, False), sparse_path(True, True)
+        ('block_major', 'triton', 'block_major')
     """
-    shared = query_block > 1 and not masked and local_blocks >= 1
-    if use_triton and not masked and (t == s or t <= GATHER_MAX_QUERIES or not shared):
-        return "triton"
-    if padded:  # the PyTorch paths take kv_valid as a mask
-        shared, masked = False, True
-    if shared and t > GATHER_MAX_QUERIES:
-        return "grouped"
-    if t <= GATHER_MAX_QUERIES:
-        return "gathered"
-    if not masked and not grad:
-        return "block_major"
-    return "tiled"
+    return "triton" if use_triton and not masked else "block_major"

@@ -1,17 +1,21 @@
-"""Block-sparse attention by query tiles: gather the union of a tile's selected blocks.
+"""DSSA's second stage in PyTorch: each query over exactly its selected key blocks.
 
-The CPU path of DSSA's second stage. Consecutive queries are cut into tiles; each tile
-gathers, per KV head, the union of the key blocks its queries selected and runs one
-dense SDPA over them, with an additive mask that keeps, for every query, only its own
-blocks, causal keys and (optionally) the padding mask. The work is
-``O(T * U * block_size)`` for a union of ``U`` blocks per tile instead of ``O(T * S)``;
-when the queries of a tile share their selection (``DSSAConfig.query_block``) the union
-is exactly the ``topk`` selected blocks.
+The PyTorch path of the sparse stage (the other is lc-kernels' Triton
+``selected_attention``). Each ``block_size``-aligned tile of queries attends once, per
+KV head, to the blocks every query of the tile is forced to take (initial, local and
+own block), causal inside the own block; every other selected block of a query is one
+(query, block) pair, the pairs are grouped by block and each block attends to the
+queries that chose it (as Flash Sparse Attention loops over key blocks). The partial
+results are merged by their log-sum-exp. The work is that of the selection itself,
+``O(T * K * block_size)``. It serves prefill, chunked prefill and decode, per-query and
+shared selections (``DSSAConfig.query_block``), per-position budgets (``-1`` slots),
+padding masks and gradients.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -19,271 +23,45 @@ import torch.nn.functional as F
 from lc_kernels.block_select import forced_block_ids
 from lc_kernels.compressed_attention import num_query_groups
 
-# mask entries (queries x heads x gathered keys) per chunk of tiles: bounds the memory
-_CHUNK_ELEMS = 1 << 22
-
-
-def block_rows(x: torch.Tensor, block_size: int) -> torch.Tensor:
-    """Keys or values as a table of blocks: ``[B, S, H, D] -> [B * H * NB, block, D]``.
-
-    Row ``(b * H + h) * NB + j`` holds block ``j`` of head ``h``; the last block is
-    zero-padded to ``block_size`` keys (``NB = ceil(S / block_size)``).
-
-    Example:
-        >>> block_rows(torch.ones(1, 5, 2, 3), 4).shape
-        torch.Size([4, 4, 3])
-    """
-    s, d = x.shape[1], x.shape[3]
-    nb = -(-s // block_size)
-    return F.pad(x.transpose(1, 2), (0, 0, 0, nb * block_size - s)).reshape(-1, block_size, d)
-
-
-def tiled_selected_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    idx: torch.Tensor,
-    positions: torch.Tensor,
-    block_size: int,
-    scale: float,
-    tile: int = 64,
-    allowed_pad: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Attention of each query over exactly its selected key blocks (causal).
-
-    Args:
-        q: ``[B, T, HQ, D]`` queries.
-        k: ``[B, S, H_kv, D]`` keys; ``HQ`` a multiple of ``H_kv``.
-        v: ``[B, S, H_kv, D]`` values.
-        idx: ``[B, T, H_kv, K]`` selected block ids per query, ``-1`` = unused slot
-            (duplicates count once).
-        positions: ``[T]`` key positions of the queries (query ``t`` sees keys
-            ``<= positions[t]``).
-        block_size: tokens per key block.
-        scale: softmax scale.
-        tile: queries per tile.
-        allowed_pad: optional ``[B, 1, T, S]`` bool mask (True = attend), combined
-            with the selection.
-
-    Returns:
-        ``[B, T, HQ, D]``; a query with no allowed key gets 0.
-
-    Example:
-        >>> import torch
-        >>> q = torch.randn(1, 128, 4, 8); k = torch.randn(1, 128, 2, 8)
-        >>> idx = torch.tensor([0, 1]).expand(1, 128, 2, 2).int()
-        >>> tiled_selected_attention(q, k, k, idx, torch.arange(128), 64, 0.35).shape
-        torch.Size([1, 128, 4, 8])
-    """
-    b, t, hq, d = q.shape
-    s, hkv = k.shape[1], k.shape[2]
-    g = hq // hkv
-    nb = -(-s // block_size)
-    dev = q.device
-    n_tiles = -(-t // tile)
-    pad = n_tiles * tile - t
-    ids = idx.long()
-    ids = torch.where(ids < 0, torch.full_like(ids, nb), ids)
-    pos = positions.to(dev).long()
-    if pad:
-        q = F.pad(q, (0, 0, 0, 0, 0, pad))
-        ids = torch.cat([ids, ids.new_full((b, pad, *ids.shape[2:]), nb)], 1)
-        pos = torch.cat([pos, pos.new_full((pad,), -1)])
-    # per-query membership of every block, and the per-tile union
-    tok_sel = torch.zeros(b, n_tiles * tile, hkv, nb + 1, dtype=torch.bool, device=dev)
-    tok_sel.scatter_(-1, ids, True)
-    tok_sel = tok_sel[..., :nb].view(b, n_tiles, tile, hkv, nb).transpose(2, 3)
-    union = tok_sel.any(3)  # [B, nT, H_kv, NB]
-    counts = union.sum(-1)  # [B, nT, H_kv]
-    # keys and values as rows of blocks [B * H_kv * NB, block, D]
-    kb, vb = block_rows(k, block_size), block_rows(v, block_size)
-    # each (tile, KV head) is one SDPA batch entry with G query heads and one KV head
-    qt = q.view(b, n_tiles, tile, hkv, g, d).permute(0, 1, 3, 4, 2, 5)  # [B,nT,H,G,tile,D]
-    out = q.new_empty(b, n_tiles, hkv, g, tile, d)
-    offs = torch.arange(block_size, device=dev)
-    # the union sizes set the gather shapes: read once per call (the only host read)
-    tile_union = counts.amax((0, 2)).tolist()
-    per_tile = max(1, *tile_union) * block_size * tile * hkv * b
-    per_chunk = max(1, _CHUNK_ELEMS // per_tile)
-    row0 = (
-        torch.arange(b, device=dev).view(b, 1, 1, 1) * hkv
-        + torch.arange(hkv, device=dev).view(1, 1, hkv, 1)
-    ) * nb
-    neg = torch.tensor(float("-inf"), dtype=q.dtype, device=dev)
-    for a in range(0, n_tiles, per_chunk):
-        e = min(n_tiles, a + per_chunk)
-        n = e - a
-        u = max(1, *tile_union[a:e])
-        # union block ids first (ascending), then filler blocks that stay masked
-        not_in = (~union[:, a:e]).to(torch.uint8)
-        order = torch.sort(not_in, dim=-1, stable=True).indices[..., :u]  # [B, n, H, u]
-        length = u * block_size
-        rows_kv = (row0 + order).flatten()
-        kg = kb.index_select(0, rows_kv).view(b * n * hkv, 1, length, d)
-        vg = vb.index_select(0, rows_kv).view(b * n * hkv, 1, length, d)
-        # per query: its own blocks (fillers are in nobody's), causal keys, padding
-        mem = torch.gather(tok_sel[:, a:e], -1, order[:, :, :, None].expand(-1, -1, -1, tile, -1))
-        tok = (order[..., None] * block_size + offs).view(b, n, hkv, 1, length)
-        qpos = pos[a * tile : e * tile].view(1, n, 1, tile, 1)
-        visible = tok <= qpos  # [B, n, H_kv, tile, L]
-        if allowed_pad is not None:
-            rows = F.pad(allowed_pad[:, 0], (0, 0, 0, pad))[:, a * tile : e * tile]
-            rows = rows.view(b, n, 1, tile, s).expand(-1, -1, hkv, -1, -1)
-            visible &= torch.gather(rows, -1, tok.clamp_max(s - 1).expand_as(visible))
-            has: torch.Tensor | None = (
-                (visible.view(*mem.shape, block_size) & mem[..., None]).flatten(-2).any(-1)
-            )
-        else:
-            has = None  # a query always sees its selected blocks before its own position
-        block_bias = torch.where(mem, 0.0, neg)[..., None]  # [B, n, H_kv, tile, u, 1]
-        bias = torch.where(visible.view(*mem.shape, block_size), block_bias, neg)
-        if has is not None:
-            bias.masked_fill_(~has[..., None, None], 0.0)  # keep empty rows finite
-        o = F.scaled_dot_product_attention(
-            qt[:, a:e].reshape(b * n * hkv, g, tile, d),
-            kg,
-            vg,
-            attn_mask=bias.view(b * n * hkv, 1, tile, length),
-            scale=scale,
-            enable_gqa=True,
-        ).view(b, n, hkv, g, tile, d)
-        if has is not None:
-            o = o * has[:, :, :, None, :, None]
-        out[:, a:e] = o
-    return out.permute(0, 1, 4, 2, 3, 5).reshape(b, n_tiles * tile, hq, d)[:, :t]
-
-
-# gathered key and value entries (groups x heads x keys x head_dim) per chunk of groups
+# gathered key and value entries (tiles x heads x keys x head_dim) per chunk of tiles
 _GROUP_CHUNK_ELEMS = 1 << 21
+# query rows (queries x heads x head_dim) per batch of key-block chunks: bounds memory
+_PAIR_CHUNK_ELEMS = 1 << 23
 
 
-def grouped_selected_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    idx: torch.Tensor,
-    start: int,
-    block_size: int,
-    scale: float,
-    group: int,
-    full_from: int = 0,
-) -> torch.Tensor:
-    """Causal attention of position-aligned query groups over their shared key blocks.
+BlockGather = Callable[[torch.Tensor], torch.Tensor]
 
-    The CPU prefill path of ``DSSAConfig.query_block``: the queries at positions
-    ``[i * group, (i + 1) * group)`` share one selection, so each group gathers exactly
-    its ``K`` blocks (``index_select`` of whole blocks) and runs one SDPA over them. The
-    ids are sorted, so the group's own block, which holds its queries, comes last. Once
-    a group has ``K`` causal blocks before and including its own (every slot filled),
-    the only mask is the causal one inside its own block, the same for every such group
-    at the same offset in a block: one small additive mask broadcast over the batch.
-    Earlier groups (slots left at ``-1``) get an exact mask built from their ids. The
-    work is ``O(T * K * block_size)`` and nothing is read back from the device.
-    Differentiable in ``q``, ``k`` and ``v`` (the block ids are data, not parameters).
 
-    Args:
-        q: ``[B, T, HQ, D]`` queries; query ``t`` sits at key position ``start + t``.
-        k: ``[B, S, H_kv, D]`` keys; ``HQ`` a multiple of ``H_kv``.
-        v: ``[B, S, H_kv, D]`` values.
-        idx: ``[B, NG, H_kv, K]`` distinct block ids of each group (``-1`` = unused slot),
-            ``NG = (start + T - 1) // group - start // group + 1``. Every group must
-            select its own block (the block of its positions) and no later block, as
-            DSSA's selection does when ``local_blocks >= 1``.
-        start: key position of the first query.
-        block_size: tokens per key block.
-        scale: softmax scale.
-        group: queries per group; divides ``block_size``.
-        full_from: no group before this one (counted from the call's first) is taken to
-            fill every slot, even with ``K`` causal blocks behind it (a budget that
-            grows with the position leaves slots unused:
-            [first_full_group][lc_attention.dssa.selection.first_full_group]).
+def _block_gather(x: torch.Tensor, block_size: int) -> BlockGather:
+    """A function ``rows [N] -> [N, block_size, D]`` reading key blocks of ``x [B, S, H, D]``.
 
-    Returns:
-        ``[B, T, HQ, D]``.
-
-    Example:
-        >>> import torch
-        >>> q = torch.randn(1, 128, 4, 8); k = torch.randn(1, 128, 2, 8)
-        >>> idx = torch.tensor([[0, -1], [0, 1]]).view(1, 2, 1, 2).expand(1, 2, 2, 2)
-        >>> grouped_selected_attention(q, k, k, idx, 0, 64, 0.35, 64).shape
-        torch.Size([1, 128, 4, 8])
+    Row ``(b * H + h) * NB + j`` is block ``j`` of head ``h`` (``NB = ceil(S /
+    block_size)``); positions past ``S`` repeat the last key (callers mask them). One
+    ``index_select`` of whole ``D``-rows from a ``[rows, D]`` view of ``x``:
+    transformers' KV cache is ``[B, H, S, D]`` in memory (``x`` is its transpose), other
+    callers pass a contiguous ``[B, S, H, D]``; anything else is copied once.
     """
-    b, t, hq, d = q.shape
-    s, hkv = k.shape[1], k.shape[2]
-    g = hq // hkv
-    n_slots = idx.shape[-1]
-    bs = block_size
-    if bs % group:
-        raise ValueError(f"group={group} must divide block_size={bs}")
-    length = n_slots * bs
-    nb = -(-s // bs)
-    dev = q.device
-    g0 = start // group
-    ng = num_query_groups(start, t, group)
-    if idx.shape[:3] != (b, ng, hkv):
-        raise ValueError(f"idx {tuple(idx.shape)}: expected [{b}, {ng}, {hkv}, K]")
-    front = start - g0 * group
-    tq = ng * group
-    if front or tq != t:
-        q = F.pad(q, (0, 0, 0, 0, front, tq - t - front))
-    # [B, NG, H_kv, G * group, D]: the G heads of a KV head and the group's queries
-    # form the rows of one SDPA batch entry (one KV head, no GQA broadcast)
-    qg = q.view(b, ng, group, hkv, g, d).permute(0, 1, 3, 4, 2, 5)
-    ids = idx.long().sort(-1).values  # ascending: unused first, the own block last
-    valid = ids >= 0
-    rows_kv = (
-        torch.arange(b, device=dev).view(b, 1, 1, 1) * hkv
-        + torch.arange(hkv, device=dev).view(1, 1, hkv, 1)
-    ) * nb + ids.clamp_min(0)  # [B, NG, H_kv, K] rows of the block table
-    kb, vb = block_rows(k, bs).view(-1, bs * d), block_rows(v, bs).view(-1, bs * d)
-    out = q.new_empty(b, ng, group, hkv, g, d)
-    neg = float("-inf")
-    koff = torch.arange(bs, device=dev)
-    # causal mask inside the own block for a group at offset c * group of its block
-    per = bs // group
-    qoff = torch.arange(per * group, device=dev).view(per, 1, group, 1)
-    own = torch.zeros(per, 1, group, bs, dtype=q.dtype, device=dev)
-    own.masked_fill_(koff > qoff, neg)
-    pattern = torch.cat([own.new_zeros(per, 1, group, length - bs), own], -1)
-    pattern = pattern.repeat(1, 1, g, 1)  # rows: G heads x group queries
-    # groups from `regular` on have n_slots causal blocks and fill every slot
-    regular = min(ng, max(0, full_from, -(-((n_slots - 1) * bs) // group) - g0))
-    per_chunk = max(1, _GROUP_CHUNK_ELEMS // (b * hkv * length * d))
-    cuts = sorted({0, regular, ng, *range(regular, ng, per_chunk), *range(0, regular, per_chunk)})
-    # gather into reused buffers, except when a gradient must flow back to k and v
-    grad = torch.is_grad_enabled() and (k.requires_grad or v.requires_grad)
-    kbuf = kb.new_empty(0 if grad else b * min(per_chunk, ng) * hkv * n_slots, bs * d)
-    vbuf = torch.empty_like(kbuf)
-    for a, e in itertools.pairwise(cuts):
-        n = e - a
-        rows = rows_kv[:, a:e].reshape(-1)
-        if grad:
-            kg, vg = kb.index_select(0, rows), vb.index_select(0, rows)
-        else:
-            kg = torch.index_select(kb, 0, rows, out=kbuf[: rows.numel()])
-            vg = torch.index_select(vb, 0, rows, out=vbuf[: rows.numel()])
-        if a >= regular and per == 1:
-            mask = pattern  # [1, 1, G * group, L]: broadcast
-        elif a >= regular:
-            cls = (torch.arange(g0 + a, g0 + e, device=dev) % per).repeat_interleave(hkv)
-            mask = pattern.index_select(0, cls.repeat(b))  # [B * n * H_kv, 1, G*group, L]
-        else:  # early groups: slots may be unused, blocks checked against each position
-            tok = (ids[:, a:e, :, :, None] * bs + koff).flatten(-2)  # [B, n, H_kv, L]
-            ok = valid[:, a:e, :, :, None].expand(-1, -1, -1, -1, bs).flatten(-2)
-            qpos = torch.arange((g0 + a) * group, (g0 + e) * group, device=dev)
-            qpos = qpos.view(1, n, 1, group, 1)
-            seen = ok[:, :, :, None] & (tok[:, :, :, None] <= qpos)  # [B, n, H, group, L]
-            mask = torch.zeros(seen.shape, dtype=q.dtype, device=dev).masked_fill_(~seen, neg)
-            mask = mask.view(b * n * hkv, 1, group, length).repeat(1, 1, g, 1)
-        o = F.scaled_dot_product_attention(
-            qg[:, a:e].reshape(b * n * hkv, 1, g * group, d),
-            kg.view(b * n * hkv, 1, length, d),
-            vg.view(b * n * hkv, 1, length, d),
-            attn_mask=mask,
-            scale=scale,
-        )
-        out[:, a:e] = o.view(b, n, hkv, g, group, d).permute(0, 1, 4, 2, 3, 5)
-    return out.view(b, tq, hq, d)[:, front : front + t]
+    _, s, h, d = x.shape
+    nb = -(-s // block_size)
+    offs = torch.arange(block_size, device=x.device)
+    if x.transpose(1, 2).is_contiguous():
+        table = x.transpose(1, 2).reshape(-1, d)
+
+        def token_rows(bh: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+            return bh * s + pos
+
+    else:
+        table = x.contiguous().view(-1, d)
+
+        def token_rows(bh: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+            return ((bh // h) * s + pos) * h + bh % h
+
+    def gather(rows: torch.Tensor) -> torch.Tensor:
+        pos = ((rows % nb)[:, None] * block_size + offs).clamp_max_(s - 1)
+        tok = token_rows((rows // nb)[:, None], pos)
+        return table.index_select(0, tok.flatten()).view(-1, block_size, d)
+
+    return gather
 
 
 def attention_with_lse(
@@ -301,10 +79,13 @@ def attention_with_lse(
 
     Returns:
         ``(out [N, 1, L, D] in q.dtype, lse [N, 1, L] float32)``. On CPU (float32,
-        bfloat16, float16) this is one pass of PyTorch's flash-attention kernel, which
-        returns both; elsewhere plain matrix products in float32 (float64 for float64).
+        bfloat16, float16) without a gradient this is one pass of PyTorch's
+        flash-attention kernel, which returns both; otherwise plain matrix products in
+        float32 (float64 for float64), differentiable in ``q``, ``k`` and ``v``.
     """
-    if q.device.type == "cpu" and q.dtype in (torch.float32, torch.bfloat16, torch.float16):
+    grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    fast = q.device.type == "cpu" and q.dtype in (torch.float32, torch.bfloat16, torch.float16)
+    if fast and not grad:
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             q, k, v, attn_mask=mask, scale=scale
         )
@@ -318,10 +99,6 @@ def attention_with_lse(
     return out.to(q.dtype), lse.float()
 
 
-# query rows (queries x heads x head_dim) per batch of key-block chunks: bounds memory
-_PAIR_CHUNK_ELEMS = 1 << 23
-
-
 def block_major_selected_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -333,35 +110,42 @@ def block_major_selected_attention(
     init_blocks: int,
     local_blocks: int,
     chunk: int = 64,
+    allowed_pad: torch.Tensor | None = None,
+    query_block: int = 1,
 ) -> torch.Tensor:
     """Causal attention of every query over its own selected blocks, key block by key block.
 
-    The CPU prefill path of per-query selection (``DSSAConfig.query_block = 1``). The
-    blocks every query of a ``block_size``-aligned tile is forced to take (the first
-    ``init_blocks``, the ``local_blocks`` most recent and its own block) are the same
-    for the whole tile: one SDPA per (tile, KV head) over them, causal inside the own
-    block. Every other selected block ``j`` of query ``t`` (strictly before ``t``'s
-    block, so fully visible) is one (query, block) pair: the pairs are sorted by block,
-    the queries of each block cut into chunks of ``chunk``, and each chunk attends to
-    its one block (as Flash Sparse Attention loops over key blocks and gathers the
-    queries that chose them). The partial results are merged with their log-sum-exp.
-    The work is that of the selection itself, ``O(T * K * block_size)``, with no union
-    of neighbouring queries' blocks and no mask outside the own block. Inference only
-    (no autograd); reads the number of pairs back once.
+    DSSA's PyTorch sparse stage. The blocks every query of a ``block_size``-aligned
+    tile is forced to take (the first ``init_blocks``, the ``local_blocks`` most recent
+    and its own block) are the same for the whole tile: one SDPA per (tile, KV head) over
+    them, causal inside the own block. Every other selected block ``j`` of query ``t``
+    (strictly before ``t``'s block, so fully visible) is one (query, block) pair: the
+    pairs are sorted by block, the queries of each block cut into chunks of ``chunk``,
+    and each chunk attends to its one block (as Flash Sparse Attention loops over key
+    blocks and gathers the queries that chose them). The partial results are merged with
+    their log-sum-exp. The work is that of the selection itself, ``O(T * K *
+    block_size)``, with no union of neighbouring queries' blocks. Nothing is read back
+    from a device other than the CPU (no synchronisation on a GPU). Differentiable in ``q``, ``k`` and ``v`` (the ids are data): with a
+    gradient the partial results are kept and merged once at the end instead of
+    folded into running sums.
 
     Args:
         q: ``[B, T, HQ, D]`` queries; query ``t`` sits at key position ``start + t``.
         k: ``[B, S, H_kv, D]`` keys; ``HQ`` a multiple of ``H_kv``; ``start + T <= S``.
         v: ``[B, S, H_kv, D]`` values.
         idx: ``[B, T, H_kv, K]`` block ids per query (``-1`` = unused slot, duplicates
-            count once, future blocks are ignored). A forced block that a query did not
-            select is masked out for that query.
+            count once, future blocks are ignored), or with ``query_block > 1`` one row
+            per position-aligned group of ``query_block`` queries, ``[B, NG, H_kv, K]``.
+            A forced block that a query did not select is masked out for that query.
         start: key position of the first query.
         block_size: tokens per key block.
         scale: softmax scale.
         init_blocks: leading blocks forced for every query.
         local_blocks: most recent blocks (own block included) forced for every query.
         chunk: queries per (key block, chunk) product.
+        allowed_pad: optional ``[B, 1, T, S]`` bool mask (True = attend), combined with
+            the selection (a padding mask).
+        query_block: queries per row of ``idx`` (1: one row per query).
 
     Returns:
         ``[B, T, HQ, D]``; a query with no allowed key gets 0.
@@ -379,6 +163,17 @@ def block_major_selected_attention(
     bs = block_size
     nb = -(-s // bs)
     dev = q.device
+    if block_size % query_block:
+        raise ValueError(
+            f"query_block={query_block} (queries per group) must divide block_size={bs}"
+        )
+    if query_block > 1:  # one row per query
+        g0 = start // query_block
+        ng = num_query_groups(start, t, query_block)
+        if idx.shape[:3] != (b, ng, hkv):
+            raise ValueError(f"idx {tuple(idx.shape)}: expected [{b}, {ng}, {hkv}, K]")
+        gid = torch.arange(start, start + t, device=idx.device) // query_block - g0
+        idx = idx.index_select(1, gid)
     ids = idx.long().sort(-1).values
     ids[..., 1:].masked_fill_(ids[..., 1:] == ids[..., :-1], -1)  # duplicates count once
     own, f_ids, f_ok = _forced_slots(start, t, bs, init_blocks, local_blocks, dev)
@@ -389,36 +184,84 @@ def block_major_selected_attention(
     member = is_f.any(3)  # [B, T, H_kv, F]
     pair = (ids >= 0) & (ids < own[q_tile].view(1, t, 1, 1)) & ~is_f.any(4)
     del is_f
-    # keys and values as rows of blocks [B * H_kv * NB, block, D]
-    kb, vb = block_rows(k, bs), block_rows(v, bs)
+    kb, vb = _block_gather(k, bs), _block_gather(v, bs)
     row0 = (torch.arange(b, device=dev)[:, None] * hkv + torch.arange(hkv, device=dev)) * nb
-    o_f, lse_f = _forced_attention(q, kb, vb, row0, start, own, f_ids, f_ok, member, scale)
-    # running state per (batch, query, KV head) row: weighted sum, max log-mass, weight,
-    # plus one more row, a sink for the padding slots of the chunks
+    pad = None if allowed_pad is None else allowed_pad[:, 0]  # [B, T, S]
+    o_f, lse_f = _forced_attention(
+        q, kb, vb, bs, nb, row0, start, own, f_ids, f_ok, member, scale, pad
+    )
     n_rows = b * t * hkv
-    run_o = torch.zeros(n_rows + 1, g, d, device=dev)
-    run_m = torch.full((n_rows + 1, g), -torch.inf, device=dev)
-    run_o[:n_rows].view(b, t, hkv, g, d).copy_(o_f)  # one copy from the tiles' layout
-    run_m[:n_rows].view(b, t, hkv, g).copy_(lse_f)
-    run_w = torch.isfinite(run_m).float()
-    run_o.mul_(run_w[..., None])
+    chunk = max(1, min(chunk, t))
     table, chunk_key = _pair_chunks(pair, ids, row0, n_rows, b * hkv * nb, chunk)
     q_rows = q.reshape(n_rows, g * d)
+    pad_rows = None if pad is None else pad.reshape(b * t, s)
+    koff = torch.arange(bs, device=dev)
+    grad = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
+    parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+    if grad:  # kept, merged once at the end (no in-place running sums under autograd)
+        rows_f = torch.arange(n_rows, device=dev)
+        parts.append((rows_f, o_f.reshape(n_rows, g, d).float(), lse_f.reshape(n_rows, g)))
+    else:
+        # running state per (batch, query, KV head) row: weighted sum, max log-mass,
+        # weight, plus one more row, a sink for the padding slots of the chunks
+        run_o = torch.zeros(n_rows + 1, g, d, device=dev)
+        run_m = torch.full((n_rows + 1, g), -torch.inf, device=dev)
+        run_o[:n_rows].view(b, t, hkv, g, d).copy_(o_f)  # one copy from the tiles' layout
+        run_m[:n_rows].view(b, t, hkv, g).copy_(lse_f)
+        run_w = torch.isfinite(run_m).float()
+        run_o.mul_(run_w[..., None])
     per = max(1, _PAIR_CHUNK_ELEMS // (chunk * g * d))
     for a in range(0, table.shape[0], per):
         tgt = table[a : a + per].reshape(-1)
         keys = chunk_key[a : a + per]
         n = keys.shape[0]
+        bias, has = None, None
+        if pad_rows is not None:  # padding: the (query, key) pairs of each chunk
+            qi = tgt.clamp_max(n_rows - 1) // hkv  # b * T + t
+            kpos = ((keys % nb)[:, None] * bs + koff).clamp_max_(s - 1)  # [n, bs]
+            ok = pad_rows[qi.view(n, chunk, 1), kpos[:, None, :]]  # [n, chunk, bs]
+            has = ok.any(-1)  # [n, chunk]
+            ok |= ~has[..., None]  # keep empty rows finite; their weight is 0 below
+            bias = torch.zeros(ok.shape, dtype=q.dtype, device=dev).masked_fill_(~ok, -torch.inf)
+            bias = bias.repeat_interleave(g, 1)[:, None]  # [n, 1, chunk * g, bs]
         o, lse = attention_with_lse(
             q_rows.index_select(0, tgt.clamp_max(n_rows - 1)).view(n, 1, chunk * g, d),
-            kb.index_select(0, keys).view(n, 1, bs, d),
-            vb.index_select(0, keys).view(n, 1, bs, d),
+            kb(keys).view(n, 1, bs, d),
+            vb(keys).view(n, 1, bs, d),
             scale,
-            None,
+            bias,
         )
-        _merge(run_o, run_m, run_w, tgt, o.view(-1, g, d).float(), lse.view(-1, g))
+        lse = lse.view(-1, g)
+        if has is not None:
+            lse = lse.masked_fill(~has.view(-1, 1), -torch.inf)
+        if grad:
+            parts.append((tgt, o.view(-1, g, d).float(), lse))
+        else:
+            _merge(run_o, run_m, run_w, tgt, o.view(-1, g, d).float(), lse)
+    if grad:
+        return _combine(parts, n_rows).view(b, t, hq, d).to(q.dtype)
     out = run_o[:n_rows] / run_w[:n_rows, :, None].clamp_min(torch.finfo(torch.float32).tiny)
     return out.view(b, t, hq, d).to(q.dtype)
+
+
+def _combine(
+    parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], n_rows: int
+) -> torch.Tensor:
+    """Merge partial attentions ``(rows [N], o [N, G, D], lse [N, G])`` by their
+    log-sum-exp, out of place (differentiable): ``[n_rows, G, D]``, 0 for a row with no
+    finite part. ``rows`` may repeat and hold ``n_rows`` (a sink, dropped)."""
+    rows = torch.cat([p[0] for p in parts])
+    o = torch.cat([p[1] for p in parts])
+    lse = torch.cat([p[2] for p in parts])
+    g, d = o.shape[1:]
+    with torch.no_grad():
+        m = torch.full((n_rows + 1, g), -torch.inf, device=o.device)
+        m.scatter_reduce_(0, rows[:, None].expand_as(lse), lse, "amax")
+        m = m.nan_to_num_(neginf=0.0)
+    w = torch.exp(lse - m.index_select(0, rows))  # 0 where lse = -inf
+    num = o.new_zeros(n_rows + 1, g, d).index_add(0, rows, o * w[..., None])
+    den = w.new_zeros(n_rows + 1, g).index_add(0, rows, w)
+    return num[:n_rows] / den[:n_rows, :, None].clamp_min(torch.finfo(torch.float32).tiny)
 
 
 def _forced_slots(
@@ -440,8 +283,10 @@ def _forced_slots(
 
 def _forced_attention(
     q: torch.Tensor,
-    kb: torch.Tensor,
-    vb: torch.Tensor,
+    kb: BlockGather,
+    vb: BlockGather,
+    bs: int,
+    nb: int,
     row0: torch.Tensor,
     start: int,
     own: torch.Tensor,
@@ -449,23 +294,28 @@ def _forced_attention(
     f_ok: torch.Tensor,
     member: torch.Tensor,
     scale: float,
+    pad: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of every query over its tile's forced blocks, with its log-sum-exp.
 
     One SDPA per (tile, KV head): ``G * block`` rows (the query heads of the KV head
     times the tile's queries) over the ``F`` forced blocks, causal inside the own block.
-    A regular tile (every slot filled and selected by all its queries) uses one
-    broadcast mask, the same for every such tile; the others get an exact mask from
-    ``f_ok`` and ``member``.
+    A regular tile (every slot filled and selected by all its queries, no padding mask)
+    uses one broadcast mask, the same for every such tile; the others get an exact mask
+    from ``f_ok``, ``member`` and ``pad``.
 
     Args:
         q: ``[B, T, HQ, D]``; query ``t`` at key position ``start + t``.
-        kb, vb: ``[B * H_kv * NB, block, D]`` key and value blocks.
+        kb, vb: [_block_gather][lc_attention.dssa.sparse._block_gather] of the keys and
+            values.
+        bs: tokens per block.
+        nb: number of key blocks.
         row0: ``[B, H_kv]`` first block row of each (batch, KV head).
         start: key position of the first query.
         own, f_ids, f_ok: [_forced_slots][lc_attention.dssa.sparse._forced_slots].
         member: ``[B, T, H_kv, F]`` whether a query selected each forced slot.
         scale: softmax scale.
+        pad: optional ``[B, T, S]`` bool padding mask (True = attend).
 
     Returns:
         ``(out [B, T, H_kv, G, D] float32, lse [B, T, H_kv, G])``; ``lse = -inf`` for a
@@ -475,27 +325,36 @@ def _forced_attention(
     hkv, n_f = row0.shape[1], f_ids.shape[1]
     g = hq // hkv
     n_tiles = own.shape[0]
-    bs = kb.shape[1]
-    nb = kb.shape[0] // row0.numel()
     dev = q.device
     front = start % bs
     tq = n_tiles * bs
+    # query rows computed per tile: all of them, or only the queries of a single tile
+    # (a decode step computes one row, not a whole tile)
+    r0, m = (front, t) if n_tiles == 1 else (0, bs)
     qp = F.pad(q, (0, 0, 0, 0, front, tq - t - front))
-    qt = qp.view(b, n_tiles, bs, hkv, g, d).permute(0, 1, 3, 4, 2, 5)  # [B, nT, H, G, bs, D]
+    qt = qp.view(b, n_tiles, bs, hkv, g, d).permute(0, 1, 3, 4, 2, 5)[..., r0 : r0 + m, :]
     rows_f = row0[:, None, :, None] + f_ids.clamp(0, nb - 1)[None, :, None, :]  # [B, nT, H, F]
     length = n_f * bs
     koff = torch.arange(bs, device=dev)
     kpos = (f_ids[..., None] * bs + koff).view(n_tiles, 1, length)
-    qpos = (own[:, None] * bs + koff).view(n_tiles, bs, 1)
+    qpos = (own[:, None] * bs + koff[r0 : r0 + m]).view(n_tiles, m, 1)
     ok = f_ok[..., None].expand(-1, -1, bs).reshape(n_tiles, 1, length) & (kpos <= qpos)
     # a padded query row (outside [start, start + T)) counts as selecting every slot
     mem = F.pad(member, (0, 0, 0, 0, front, tq - t - front), value=True)
-    mem = mem.view(b, n_tiles, bs, hkv, n_f).permute(0, 1, 3, 2, 4)  # [B, nT, H, bs, F]
-    o_f = torch.empty(b, n_tiles, hkv, g, bs, d, device=dev)
-    lse_f = torch.empty(b, n_tiles, hkv, g, bs, device=dev)
-    regular = (f_ok.all(1) & mem.flatten(2).all(2).all(0)).tolist()
+    mem = mem.view(b, n_tiles, bs, hkv, n_f).permute(0, 1, 3, 2, 4)[..., r0 : r0 + m, :]
+    if pad is not None:  # [B, nT, 1, m, L]: the padding mask at each tile's keys
+        s = pad.shape[-1]
+        rows = F.pad(pad, (0, 0, front, tq - t - front), value=True).view(b, n_tiles, bs, s)
+        cols = kpos.clamp(0, s - 1).expand(n_tiles, m, length)
+        rows = rows[:, :, r0 : r0 + m]
+        pad_t = torch.gather(rows, 3, cols[None].expand(b, -1, -1, -1))[:, :, None]
+    outs, lses = [], []
+    if pad is None and dev.type == "cpu":  # a host read, free on CPU
+        regular = (f_ok.all(1) & mem.flatten(2).all(2).all(0)).tolist()
+    else:
+        regular = [False] * n_tiles
     # the last tile has every slot whenever any tile has (its own block is the largest)
-    pattern = torch.zeros(1, 1, g * bs, length, dtype=q.dtype, device=dev)
+    pattern = torch.zeros(1, 1, g * m, length, dtype=q.dtype, device=dev)
     pattern.masked_fill_(~ok[-1].repeat(g, 1), -torch.inf)
     per = max(1, _GROUP_CHUNK_ELEMS // (b * hkv * length * d))
     cuts = [0]
@@ -510,26 +369,30 @@ def _forced_attention(
         else:
             allowed = ok[None, a:e, None] & mem[:, a:e, ..., None].expand(
                 *mem[:, a:e].shape, bs
-            ).flatten(-2)  # [B, n, H, bs, L]
+            ).flatten(-2)  # [B, n, H, m, L]
+            if pad is not None:
+                allowed = allowed & pad_t[:, a:e]
             has = allowed.any(-1)
             allowed |= ~has[..., None]  # keep empty rows finite; their weight is 0 later
             full = torch.zeros(allowed.shape, dtype=q.dtype, device=dev)
             full.masked_fill_(~allowed, -torch.inf)
             bias = full[:, :, :, None].expand(-1, -1, -1, g, -1, -1)
-            bias = bias.reshape(b * n * hkv, 1, g * bs, length)
+            bias = bias.reshape(b * n * hkv, 1, g * m, length)
         rows = rows_f[:, a:e].reshape(-1)
         o, lse = attention_with_lse(
-            qt[:, a:e].reshape(b * n * hkv, 1, g * bs, d),
-            kb.index_select(0, rows).view(b * n * hkv, 1, length, d),
-            vb.index_select(0, rows).view(b * n * hkv, 1, length, d),
+            qt[:, a:e].reshape(b * n * hkv, 1, g * m, d),
+            kb(rows).view(b * n * hkv, 1, length, d),
+            vb(rows).view(b * n * hkv, 1, length, d),
             scale,
             bias,
         )
-        o_f[:, a:e] = o.view(b, n, hkv, g, bs, d)
-        lse_f[:, a:e] = lse.view(b, n, hkv, g, bs)
+        lse = lse.view(b, n, hkv, g, m)
         if has is not None:
-            lse_f[:, a:e].masked_fill_(~has[:, :, :, None], -torch.inf)
-    sl = slice(front, front + t)
+            lse = lse.masked_fill(~has[:, :, :, None], -torch.inf)
+        outs.append(o.view(b, n, hkv, g, m, d).float())
+        lses.append(lse)
+    o_f, lse_f = torch.cat(outs, 1), torch.cat(lses, 1)
+    sl = slice(front - r0, front - r0 + t)
     out = o_f.permute(0, 1, 4, 2, 3, 5).flatten(1, 2)[:, sl]  # [B, T, H, G, D]
     return out, lse_f.permute(0, 1, 4, 2, 3).flatten(1, 2)[:, sl]
 
@@ -554,20 +417,34 @@ def _pair_chunks(
 
     Returns:
         ``(table [NC, chunk] query rows (b * T + t) * H_kv + h, key [NC] block row of each
-        chunk)``; reads the number of chunks back once.
+        chunk)``. The number of chunks is bounded from the shapes (``P / chunk`` plus
+        one partial chunk per block, for ``P`` slots), so nothing is read back from the
+        device; on CPU, where a read is free, the unused chunks are cut off.
     """
-    t, hkv = pair.shape[1], pair.shape[2]
+    b, t, hkv, k = pair.shape
     dev = pair.device
-    bi, ti, hi, si = pair.nonzero(as_tuple=True)
-    key_row, order = torch.sort(row0[bi, hi] + ids[bi, ti, hi, si], stable=True)
-    q_row = ((bi * t + ti) * hkv + hi)[order]
-    count = torch.bincount(key_row, minlength=n_keys)
+    slots = b * t * hkv * k
+    key_row = torch.where(pair, (row0[:, None, :, None] + ids), n_keys).flatten()
+    q_row = torch.arange(b * t * hkv, device=dev).repeat_interleave(k)
+    key_row, order = torch.sort(key_row, stable=True)
+    q_row = q_row[order]
+    count = torch.zeros(n_keys + 1, dtype=torch.long, device=dev)
+    count.scatter_add_(0, key_row, torch.ones_like(key_row))
+    count = count[:n_keys]
     n_chunks = -(-count // chunk)
-    chunk0 = torch.cumsum(n_chunks, 0) - n_chunks
-    rank = torch.arange(key_row.numel(), device=dev) - (torch.cumsum(count, 0) - count)[key_row]
-    table = torch.full((int(n_chunks.sum()), chunk), sink, dtype=torch.long, device=dev)
-    table[chunk0[key_row] + rank // chunk, rank % chunk] = q_row
-    return table, torch.repeat_interleave(torch.arange(n_keys, device=dev), n_chunks)
+    ends = torch.cumsum(n_chunks, 0)
+    bound = -(-slots // chunk) + min(n_keys, slots)
+    rank = torch.arange(slots, device=dev) - (torch.cumsum(count, 0) - count).index_select(
+        0, key_row.clamp_max(n_keys - 1)
+    )
+    row = (ends - n_chunks).index_select(0, key_row.clamp_max(n_keys - 1)) + rank // chunk
+    row = torch.where(key_row < n_keys, row, bound)  # non-pairs: one extra row, dropped
+    table = torch.full((bound + 1, chunk), sink, dtype=torch.long, device=dev)
+    table[row, rank % chunk] = q_row
+    if dev.type == "cpu":
+        bound = int(ends[-1]) if n_keys else 0
+    keys = torch.searchsorted(ends, torch.arange(bound, device=dev), right=True)
+    return table[:bound], keys.clamp_max_(max(n_keys - 1, 0))
 
 
 def _merge(
@@ -585,13 +462,20 @@ def _merge(
     log-mass ``run_m``; ``rows [N]`` may repeat. The maximum moves first (rows touched
     are rescaled once), then the partials are added with weights ``exp(lse - max)``.
     """
-    touched = torch.unique(rows)
-    old = run_m.index_select(0, touched)
-    run_m.scatter_reduce_(0, rows[:, None].expand_as(lse), lse, "amax")
-    new = run_m.index_select(0, touched)
-    factor = torch.exp(old - new).nan_to_num_(nan=0.0)  # -inf - -inf: nothing yet
-    run_w.index_copy_(0, touched, run_w.index_select(0, touched) * factor)
-    run_o.index_copy_(0, touched, run_o.index_select(0, touched) * factor[..., None])
+    if rows.device.type == "cpu":  # only the rows touched (a host read, free on CPU)
+        touched = torch.unique(rows)
+        old = run_m.index_select(0, touched)
+        run_m.scatter_reduce_(0, rows[:, None].expand_as(lse), lse, "amax")
+        new = run_m.index_select(0, touched)
+        factor = torch.exp(old - new).nan_to_num_(nan=0.0)  # -inf - -inf: nothing yet
+        run_w.index_copy_(0, touched, run_w.index_select(0, touched) * factor)
+        run_o.index_copy_(0, touched, run_o.index_select(0, touched) * factor[..., None])
+    else:  # every row, without reading the rows back
+        old = run_m.clone()
+        run_m.scatter_reduce_(0, rows[:, None].expand_as(lse), lse, "amax")
+        factor = torch.exp(old - run_m).nan_to_num_(nan=0.0)
+        run_w.mul_(factor)
+        run_o.mul_(factor[..., None])
     w = torch.exp(lse - run_m.index_select(0, rows))
     run_w.index_add_(0, rows, w)
     run_o.index_add_(0, rows, o.mul_(w[..., None]))
