@@ -122,8 +122,9 @@ def renamed_params(
 def renamed_fields(renames: Mapping[str, str], removal: str) -> Callable[[C], C]:
     """Decorate a dataclass whose fields ``renames`` (old -> new) were renamed.
 
-    The constructor (and so ``dataclasses.replace``) accepts the old keywords with a
-    ``DeprecationWarning``; reading the old attribute warns and returns the new one.
+    The constructor accepts the old keywords with a ``DeprecationWarning``; reading the
+    old attribute warns and returns the new one (``dataclasses.replace`` takes the new
+    names only).
 
     Example:
         >>> import dataclasses, warnings
