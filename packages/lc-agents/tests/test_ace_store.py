@@ -299,6 +299,30 @@ def test_markdown_and_json_export_and_import():
         copy.load_json(s.to_json())
 
 
+def test_json_round_trip_keeps_the_id_counter():
+    s = PlaybookStore()
+    s.apply([Delta.add("rules", "a"), Delta.add("rules", "b"), Delta.add("rules", "c")])
+    s.apply([Delta.delete("rules-00003")])
+    copy = PlaybookStore()
+    copy.load_json(s.to_json())
+    # the deleted id is not handed out again: later ADDs match the original's
+    assert copy.apply([Delta.add("rules", "d")]).results == ["rules-00004"]
+    assert s.apply([Delta.add("rules", "d")]).results == ["rules-00004"]
+    assert snapshot(copy) == snapshot(s)
+    legacy = json.loads(s.to_json())
+    del legacy["next_seq"]  # documents written before next_seq still load
+    assert PlaybookStore().load_json(json.dumps(legacy)) == 3
+
+
+@pytest.mark.parametrize("value", [0, -2, "7", 2.5, True])
+def test_load_json_refuses_a_bad_next_seq(value):
+    data = {"bullets": [], "next_seq": value}
+    store = PlaybookStore()
+    with pytest.raises(DeltaError, match="next_seq"):
+        store.load_json(json.dumps(data))
+    assert len(store) == 0
+
+
 def test_progress_markers_persist_on_disk(tmp_path):
     path = tmp_path / "pb.sqlite"
     s = PlaybookStore(path)

@@ -569,8 +569,13 @@ class PlaybookStore:
         return "\n".join(lines)
 
     def to_json(self) -> str:
-        """Every bullet with all fields, as a JSON document ``{"bullets": [...]}``."""
-        return json.dumps({"bullets": [asdict(b) for b in self.bullets()]}, indent=2)
+        """Every bullet with all fields, as a JSON document ``{"bullets": [...],
+        "next_seq": n}`` (``next_seq``: the number the next ADD's id will get)."""
+        with self._read() as cur:
+            row = cur.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
+            rows = cur.execute(f"SELECT {_COLUMNS} FROM bullets ORDER BY seq").fetchall()
+        bullets = [asdict(_row_to_bullet(r)) for r in rows]
+        return json.dumps({"bullets": bullets, "next_seq": int(row[0]) if row else 1}, indent=2)
 
     def to_markdown(self) -> str:
         """A human-readable export: one ``##`` heading per section, counters included."""
@@ -580,7 +585,9 @@ class PlaybookStore:
         """Import bullets exported by :meth:`to_json` (ids kept); returns how many.
 
         Every entry is checked before anything is written (field names and types, ids
-        unique), so a malformed file leaves the playbook as it was.
+        unique), so a malformed file leaves the playbook as it was. A ``next_seq`` in the
+        document (as :meth:`to_json` writes it) carries the id counter over, so a store
+        restored into an empty one gives later ADDs the ids the original would have.
 
         Raises:
             DeltaError: an id already exists here or an entry is malformed (the message
@@ -594,6 +601,11 @@ class PlaybookStore:
         if not isinstance(rows, list):
             raise DeltaError('expected a JSON object {"bullets": [...]}')
         bullets = [_bullet_from_json(i, row) for i, row in enumerate(rows)]
+        next_seq = data.get("next_seq")
+        if next_seq is not None and (
+            isinstance(next_seq, bool) or not isinstance(next_seq, int) or next_seq < 1
+        ):
+            raise DeltaError(f"next_seq must be an integer >= 1, got {next_seq!r}")
         seen: set[str] = set()
         for i, b in enumerate(bullets):
             if b.id in seen:
@@ -617,6 +629,14 @@ class PlaybookStore:
                         b.updated_at,
                         seq,
                     ),
+                )
+            if next_seq is not None:
+                current = cur.execute("SELECT value FROM meta WHERE key = 'next_seq'").fetchone()
+                value = max(next_seq, int(current[0]) if current else 1)
+                cur.execute(
+                    "INSERT INTO meta (key, value) VALUES ('next_seq', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (str(value),),
                 )
         return len(rows)
 
