@@ -1,0 +1,929 @@
+"""ACE against no memory, a rewritten cheatsheet and the true rules, on threshold routing.
+
+Task (generated here, seeded): refund tickets for products with codes such as ``KD-37``
+go to a queue that depends on the product and on whether the amount is under a
+per-product threshold. Every rule has the same wording and differs from the others
+only in numbers and identifiers::
+
+    Refund requests for KD-37 under $120 go to queue R4.
+    Refund requests for KD-37 of $120 or more go to queue M7.
+
+Twelve products give 24 rules and 24 queue codes. The training stream (100 items by
+default) first shows only the rules of the six *early* products, then only those of the
+six *late* ones; each item comes with ground-truth feedback: the right queue and the
+rule that decides it (ACE's offline setting with labels). The held-out test tickets
+(new amounts) mostly need early rules, last seen at least half a stream before the end.
+
+Conditions, on the same test tickets, answered by the embedded
+Qwen2.5-Coder-0.5B-Instruct (offline) scored by log-likelihood: every queue code is a
+candidate answer after ``Queue:`` and the most likely one is the prediction (the notes
+prefix is cached, so a test ticket costs one short forward plus one batched forward for
+the codes' second tokens):
+
+* ``base``: no notes;
+* ``ace``: the playbook built over the stream by the model as curator: after each item,
+  the curator (:class:`~lc_agents.ace.Curator`, the model, replying in JSON delta
+  operations) folds the item's lesson into the playbook; proactive de-duplication with
+  MiniLM (which leaves bullets naming different numbers or identifiers apart). With
+  ``--reflector feedback`` (default, to keep CPU cost possible) the lesson is the
+  feedback's stated rule; ``--reflector model`` asks the model as reflector first. No
+  fallback: an unparseable curator reply adds nothing;
+* ``rewrite``: a Dynamic-Cheatsheet-style memory: after each item the model rewrites one
+  cheatsheet, bounded by ``--rewrite-tokens`` new tokens;
+* ``oracle``: the 24 true rules as notes: the ceiling of this answerer.
+
+Retention: after every update, the share of the rules seen so far (and of the early
+rules) whose product code, threshold and queue code still stand together on one line
+of the memory.
+
+Each training step and each test answer is appended to
+``ace_routing_records.jsonl`` keyed by (phase, condition, seed, item); a rerun skips
+them and restores the memories from the last training record, so an interrupted run
+resumes. ``--summarise`` rewrites ``ace_routing.json`` and ``ace_routing.png`` from the
+records.
+
+Run (shared 2-core CPU; see docs/benchmarks/lc-agents-ace.md for times):
+    nice -n 10 uv run python packages/lc-agents/benchmarks/ace_routing.py
+Two processes side by side (they share the records file):
+    ... ace_routing.py --conditions ace --time-budget 3000 &
+    ... ace_routing.py --conditions base,oracle,rewrite --time-budget 3000 &
+Pilot: ``--train 4 --test 6 --out /tmp/ace-pilot``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import fcntl
+import json
+import math
+import platform
+import random
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from lc_agents.ace import (
+    DEFAULT_PROMPTS,
+    Curator,
+    PlaybookStore,
+    Reflection,
+    Reflector,
+    deduplicate,
+)
+from lc_agents.ace.roles import Generation
+
+ROOT = Path(__file__).resolve().parents[3]
+OUT = ROOT / "docs" / "benchmarks" / "lc-agents-ace"
+CONDITIONS = ("base", "ace", "rewrite", "oracle")
+LEARNED = ("ace", "rewrite")
+SECTION = "routing"
+
+TEMPLATES = (
+    "Customer asks for a refund of ${amount} on their {product}.",
+    "Refund request: {product}, amount ${amount}.",
+    "I want my ${amount} back for the {product} I bought.",
+    "Please refund ${amount} for my {product} order.",
+    "Refund needed: ${amount}, product {product}.",
+)
+SYSTEM = (
+    "You route customer support tickets to queues. The notes, if any, were collected "
+    "from earlier tickets."
+)
+USER = "Notes:\n{memory}\n\nTicket: {ticket}\nWhich queue handles this ticket?"
+ASSISTANT_PREFIX = "Queue:"
+
+
+# ---------------------------------------------------------------------------- task
+@dataclass(frozen=True)
+class Rule:
+    """One routing rule: refunds for ``product`` under (or at least) ``threshold`` go to ``queue``."""
+
+    product: str
+    threshold: int
+    side: str  # "under" or "over"
+    queue: str
+    group: str  # "early" or "late"
+
+    def text(self) -> str:
+        """The rule in words (all rules share this wording)."""
+        cond = (
+            f"under ${self.threshold}" if self.side == "under" else f"of ${self.threshold} or more"
+        )
+        return f"Refund requests for {self.product} {cond} go to queue {self.queue}."
+
+    def applies(self, product: str, amount: int) -> bool:
+        """Whether a refund of ``amount`` for ``product`` falls under this rule."""
+        if product != self.product:
+            return False
+        return amount < self.threshold if self.side == "under" else amount >= self.threshold
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """A refund ticket with its answer and the rule that decides it."""
+
+    id: str
+    text: str
+    product: str
+    amount: int
+    answer: str
+    rule: int
+    group: str
+
+    def feedback(self, prediction: str, rules: Sequence[Rule]) -> str:
+        """Ground-truth feedback: the verdict, the right queue and the deciding rule."""
+        truth = f"Correct queue: {self.answer}. Rule: {rules[self.rule].text()}"
+        if not prediction:  # no attempt was made
+            return truth
+        verdict = "correct" if prediction == self.answer else f"wrong (answered {prediction})"
+        return f"{verdict}. {truth}"
+
+
+@dataclass(frozen=True)
+class RoutingTask:
+    """Rules, the training stream (early rules first) and the held-out test tickets."""
+
+    seed: int
+    rules: tuple[Rule, ...]
+    train: tuple[Ticket, ...]
+    test: tuple[Ticket, ...]
+
+    @property
+    def queues(self) -> list[str]:
+        """Every queue code (the candidate answers), sorted."""
+        return sorted(r.queue for r in self.rules)
+
+    def last_seen(self) -> dict[int, int]:
+        """Rule index -> position of its last training item."""
+        return {t.rule: i for i, t in enumerate(self.train)}
+
+
+def _amount(rng: random.Random, rule: Rule) -> int:
+    t = rule.threshold
+    if rule.side == "under":
+        return rng.randint(max(5, int(t * 0.3)), t - 1)
+    return rng.randint(t, 2 * t)
+
+
+def make_routing_task(
+    seed: int = 0,
+    *,
+    n_products: int = 12,
+    n_train: int = 100,
+    n_test: int = 200,
+    early_share: float = 0.75,
+) -> RoutingTask:
+    """A seeded routing task: ``2 * n_products`` rules, a training stream, test tickets.
+
+    The first half of the stream holds tickets of the first half of the products only
+    (the *early* rules, each seen about equally often), the second half those of the
+    other products; ``early_share`` of the test tickets need early rules. Test tickets
+    never repeat a training (product, amount) pair.
+    """
+    if n_products < 2 or n_products % 2:
+        raise ValueError(f"n_products must be an even number >= 2, got {n_products}")
+    if n_products > 24:
+        raise ValueError(f"n_products must be <= 24 (queue codes run out), got {n_products}")
+    if n_train < n_products * 2:
+        raise ValueError(f"n_train must be >= 2 * n_products ({2 * n_products}), got {n_train}")
+    if n_test < 2:
+        raise ValueError(f"n_test must be >= 2, got {n_test}")
+    if not 0.0 <= early_share <= 1.0:
+        raise ValueError(f"early_share must be in [0, 1], got {early_share}")
+    rng = random.Random(seed)
+    letters = "ABCDEFGHJKLMNPRSTVWXZ"
+    products: list[str] = []
+    while len(products) < n_products:
+        code = f"{rng.choice(letters)}{rng.choice(letters)}-{rng.randint(10, 99)}"
+        if code not in products:
+            products.append(code)
+    thresholds = rng.sample(range(30, 400, 10), n_products)
+    # codes like R4: three letters x digits 1..9, so every code is a letter and a digit
+    qletters = rng.sample("KMRTVW", 3)
+    codes = rng.sample([f"{c}{d}" for c in qletters for d in range(1, 10)], 2 * n_products)
+    rules = []
+    for i, (p, t) in enumerate(zip(products, thresholds, strict=True)):
+        group = "early" if i < n_products // 2 else "late"
+        rules.append(Rule(p, t, "under", codes[2 * i], group))
+        rules.append(Rule(p, t, "over", codes[2 * i + 1], group))
+
+    def ticket(idx: str, r: int, seen: set[tuple[str, int]]) -> Ticket:
+        rule = rules[r]
+        for _ in range(1000):
+            amount = _amount(rng, rule)
+            if (rule.product, amount) not in seen:
+                break
+        seen.add((rule.product, amount))
+        text = rng.choice(TEMPLATES).format(amount=amount, product=rule.product)
+        return Ticket(idx, text, rule.product, amount, rule.queue, r, rule.group)
+
+    seen: set[tuple[str, int]] = set()
+    train: list[Ticket] = []
+    halves = (n_train // 2, n_train - n_train // 2)
+    for group, size in zip(("early", "late"), halves, strict=True):
+        members = [i for i, r in enumerate(rules) if r.group == group]
+        order = [members[k % len(members)] for k in range(size)]
+        rng.shuffle(order)
+        train += [ticket(f"train-{len(train) + k:03d}", r, seen) for k, r in enumerate(order)]
+    n_early = round(n_test * early_share)
+    test: list[Ticket] = []
+    for group, size in (("early", n_early), ("late", n_test - n_early)):
+        members = [i for i, r in enumerate(rules) if r.group == group]
+        order = [members[k % len(members)] for k in range(size)]
+        rng.shuffle(order)
+        test += [ticket(f"test-{len(test) + k:03d}", r, seen) for k, r in enumerate(order)]
+    test_order = list(test)
+    rng.shuffle(test_order)
+    return RoutingTask(seed, tuple(rules), tuple(train), tuple(test_order))
+
+
+# ---------------------------------------------------------------------------- retention
+def _has(line: str, token: str) -> bool:
+    return re.search(rf"(?<![\w.-]){re.escape(token)}(?![\w-]|\.\d)", line) is not None
+
+
+def retained(memory: str, rules: Sequence[Rule]) -> list[bool]:
+    """For each rule: does one line of ``memory`` name its product, threshold and queue?"""
+    lines = memory.splitlines()
+    return [
+        any(
+            _has(ln, r.product) and _has(ln, str(r.threshold)) and _has(ln, r.queue) for ln in lines
+        )
+        for r in rules
+    ]
+
+
+# ---------------------------------------------------------------------------- engines
+class Engine(Protocol):
+    """What the benchmark needs from a model."""
+
+    def scores(self, memory: str, ticket: str, candidates: Sequence[str]) -> list[float]:
+        """Log-likelihood of each candidate answer after the routing prompt."""
+        ...
+
+    def chat(self, messages: Sequence[Mapping[str, str]], **options: Any) -> str:
+        """A bounded reply (``max_tokens``; ``prefill`` starts the reply)."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text``."""
+        ...
+
+
+def routing_messages(memory: str, ticket: str) -> list[dict[str, str]]:
+    """The answering prompt (the notes come first, so they form a cacheable prefix)."""
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": USER.format(memory=memory or "(none)", ticket=ticket)},
+    ]
+
+
+class LocalEngine:
+    """Candidate scoring and bounded generation with a transformers model.
+
+    Scoring keeps its own KV cache of the last prompt: the next prompt reuses its
+    longest common prefix (the notes), so a test ticket costs a forward over the ticket
+    tokens, then one batched forward (the cache copied per distinct candidate prefix)
+    for the candidates' later tokens. Generation goes through
+    :class:`~lc_agents.backends.LocalBackend` instances (one per role, each with its own
+    prefix cache), the reply optionally started by a ``prefill`` string.
+    """
+
+    def __init__(self, model: Any = None, tokenizer: Any = None) -> None:
+        from lc_agents.backends import LocalBackend
+
+        self._backends: dict[str, Any] = {}
+        first = LocalBackend(model, tokenizer)
+        self._backends["default"] = first
+        self.model, self.tokenizer = first.model, first.tokenizer
+        self._ids: list[int] = []
+        self._cache: Any = None
+        self.generated_tokens = 0
+        self.forwarded_tokens = 0
+
+    def backend(self, role: str) -> Any:
+        """The generation backend of ``role`` (created on first use, sharing the weights)."""
+        from lc_agents.backends import LocalBackend
+
+        if role not in self._backends:
+            self._backends[role] = LocalBackend(self.model, self.tokenizer)
+        return self._backends[role]
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def chat(self, messages: Sequence[Mapping[str, str]], **options: Any) -> str:
+        role = str(options.get("role", "default"))
+        prefill = str(options.get("prefill", ""))
+        backend = self.backend(role)
+        ids = backend.prompt_ids(messages)
+        if prefill:
+            ids += self.tokenizer.encode(prefill, add_special_tokens=False)
+        out = backend.generate_ids(ids, max_tokens=int(options.get("max_tokens", 64)))
+        self.generated_tokens += len(out)
+        return prefill + self.tokenizer.decode(out, skip_special_tokens=True)
+
+    def prompt_ids(self, memory: str, ticket: str) -> list[int]:
+        ids = self._backends["default"].prompt_ids(routing_messages(memory, ticket))
+        return ids + self.tokenizer.encode(ASSISTANT_PREFIX, add_special_tokens=False)
+
+    def _forward(self, ids: Sequence[int], cache: Any) -> Any:
+        import torch
+
+        from lc_agents.backends.local import _cache_kwarg
+
+        x = torch.tensor([list(ids)], dtype=torch.long)
+        self.forwarded_tokens += len(ids)
+        out = self.model(input_ids=x, use_cache=True, **{_cache_kwarg(): cache})
+        return out.logits[0, -1].float().log_softmax(-1)
+
+    def scores(self, memory: str, ticket: str, candidates: Sequence[str]) -> list[float]:
+        import torch
+        from transformers import DynamicCache
+
+        from lc_agents.backends.local import _cache_kwarg
+
+        ids = self.prompt_ids(memory, ticket)
+        cands = [self.tokenizer.encode(" " + c, add_special_tokens=False) for c in candidates]
+        with torch.inference_mode():
+            n = 0
+            limit = min(len(self._ids), len(ids) - 1)
+            while n < limit and self._ids[n] == ids[n]:
+                n += 1
+            if self._cache is None or n == 0:
+                self._cache, n = DynamicCache(config=self.model.config), 0
+            elif self._cache.get_seq_length() > n:  # a negative argument drops that many
+                self._cache.crop(n - self._cache.get_seq_length())
+            first = self._forward(ids[n:], self._cache)
+            self._ids = list(ids)
+            # later tokens: one batched forward per prefix length, over copies of the cache
+            logp: dict[tuple[int, ...], Any] = {(): first}
+            prefixes = sorted({tuple(c[:k]) for c in cands for k in range(1, len(c))}, key=len)
+            by_len: dict[int, list[tuple[int, ...]]] = {}
+            for p in prefixes:
+                by_len.setdefault(len(p), []).append(p)
+            for _length, group in sorted(by_len.items()):
+                cache = copy.deepcopy(self._cache)
+                cache.batch_repeat_interleave(len(group))
+                x = torch.tensor([list(p) for p in group], dtype=torch.long)
+                self.forwarded_tokens += x.numel()
+                out = self.model(input_ids=x, use_cache=True, **{_cache_kwarg(): cache})
+                lp = out.logits[:, -1].float().log_softmax(-1)
+                for p, row in zip(group, lp, strict=True):
+                    logp[p] = row
+        return [float(sum(logp[tuple(c[:k])][c[k]] for k in range(len(c)))) for c in cands]
+
+
+# ---------------------------------------------------------------------------- memories
+def _chat_fn(engine: Engine, role: str, max_tokens: int, prefill: str = "") -> Any:
+    class _Role:
+        def chat(self, messages: Sequence[Mapping[str, str]], **options: Any) -> str:
+            return engine.chat(messages, role=role, max_tokens=max_tokens, prefill=prefill)
+
+    return _Role()
+
+
+CURATOR_PREFILL = '{"operations": [{"op": "'
+REFLECTOR_PREFILL = '{"insights": ["'
+PROMPTS = replace(
+    DEFAULT_PROMPTS,
+    reflector_system=(
+        "You review an answer to a support ticket. Reply with one JSON object "
+        '{{"insights": [<one short rule that decides tickets like this one, with its '
+        "exact product code, amount and queue code>]}}."
+    ),
+)
+REWRITE_PREFILL = "- "
+REWRITE_SYSTEM = (
+    "You keep a short cheatsheet of routing rules learned from support tickets. Rewrite "
+    "the whole cheatsheet so that it also holds what the latest ticket taught; keep "
+    "exact product codes, amounts and queue codes. Reply with the cheatsheet only, one "
+    "rule per line."
+)
+
+
+@dataclass
+class Settings:
+    """Knobs of one run (recorded in the summary)."""
+
+    seed: int = 0
+    n_products: int = 12
+    n_train: int = 100
+    n_test: int = 200
+    early_share: float = 0.75
+    reflector: str = "feedback"
+    curator_tokens: int = 48
+    reflector_tokens: int = 32
+    rewrite_tokens: int = 64
+    dedup_threshold: float = 0.9
+    retention_every: int = 4
+    train_predict: bool = False
+
+
+@dataclass
+class MemoryState:
+    """A learned memory during the stream: ACE's playbook or the rewrite cheatsheet."""
+
+    condition: str
+    store: PlaybookStore = field(default_factory=PlaybookStore)
+    text: str = ""
+
+    def render(self) -> str:
+        if self.condition == "ace":
+            return self.store.render(show_counters=False) if len(self.store) else ""
+        return self.text
+
+    def dump(self) -> str:
+        return self.store.to_json() if self.condition == "ace" else self.text
+
+    def load(self, state: str) -> None:
+        if self.condition == "ace":
+            self.store = PlaybookStore()
+            self.store.load_json(state)
+        else:
+            self.text = state
+
+
+def update_ace(
+    engine: Engine,
+    mem: MemoryState,
+    ticket: Ticket,
+    prediction: str,
+    feedback: str,
+    rules: Sequence[Rule],
+    settings: Settings,
+    embedder: Any,
+) -> dict[str, Any]:
+    """One ACE step: reflection -> curator deltas -> apply -> de-duplicate."""
+    if settings.reflector == "model":
+        reflector = Reflector(
+            _chat_fn(engine, "reflector", settings.reflector_tokens, REFLECTOR_PREFILL),
+            prompts=PROMPTS,
+        )
+        attempt = Generation(ticket.text, prediction, [], f"Queue: {prediction}")
+        reflection = reflector.reflect(
+            attempt, feedback, ground_truth=ticket.answer, playbook=mem.store
+        )
+    else:  # the feedback's stated rule is the lesson
+        verdict = "correct" if prediction == ticket.answer else "wrong queue"
+        reflection = Reflection(
+            diagnosis=(
+                f"{verdict}: answered {prediction}, expected {ticket.answer}" if prediction else ""
+            ),
+            insights=[rules[ticket.rule].text()],
+        )
+    curator = Curator(
+        _chat_fn(engine, "curator", settings.curator_tokens, CURATOR_PREFILL),
+        default_section=SECTION,
+        prompts=PROMPTS,
+    )
+    curation = curator.curate(reflection, mem.store, item=ticket.id)
+    report = mem.store.apply(curation.deltas, on_invalid="skip")
+    merged = 0
+    if settings.dedup_threshold < 1.0 and len(mem.store) > 1:
+        merged = len(deduplicate(mem.store, embedder, threshold=settings.dedup_threshold))
+    return {
+        "insights": reflection.insights,
+        "reflection_error": reflection.error,
+        "curator_raw": curation.raw,
+        "curation_error": curation.error,
+        "deltas": [d.to_dict() for d in curation.deltas],
+        "rejected": len(curation.rejected),
+        "applied": sum(1 for r in report.results if r is not None),
+        "merged": merged,
+    }
+
+
+def update_rewrite(
+    engine: Engine,
+    mem: MemoryState,
+    ticket: Ticket,
+    prediction: str,
+    feedback: str,
+    settings: Settings,
+) -> dict[str, Any]:
+    """One Dynamic-Cheatsheet-style step: the model rewrites the whole cheatsheet."""
+    answered = f"Answer given: {prediction}\n" if prediction else ""
+    user = (
+        f"Current cheatsheet:\n{mem.text or '(empty)'}\n\nLatest ticket: {ticket.text}\n"
+        f"{answered}Feedback: {feedback}"
+    )
+    reply = engine.chat(
+        [{"role": "system", "content": REWRITE_SYSTEM}, {"role": "user", "content": user}],
+        role="rewrite",
+        max_tokens=settings.rewrite_tokens,
+        prefill=REWRITE_PREFILL,
+    )
+    text = reply.strip().removeprefix("```").removesuffix("```").strip()
+    mem.text = text or mem.text
+    return {"reply_chars": len(reply)}
+
+
+# ---------------------------------------------------------------------------- records
+class Records:
+    """Append-only JSONL of training steps and test answers (locked appends)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: dict[tuple[str, str, int, str], dict[str, Any]] = {}
+        if path.exists():
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    try:
+                        r = json.loads(line)
+                    except json.JSONDecodeError:  # a line cut by an interrupted write
+                        continue
+                    self.rows[self.key(r)] = r
+
+    @staticmethod
+    def key(r: Mapping[str, Any]) -> tuple[str, str, int, str]:
+        return (str(r["phase"]), str(r["condition"]), int(r["seed"]), str(r["item"]))
+
+    def __contains__(self, key: tuple[str, str, int, str]) -> bool:
+        return key in self.rows
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            fcntl.flock(fh, fcntl.LOCK_UN)
+        self.rows[self.key(row)] = row
+
+    def select(self, phase: str, condition: str, seed: int) -> list[dict[str, Any]]:
+        rows = [
+            r for k, r in self.rows.items() if k[0] == phase and k[1] == condition and k[2] == seed
+        ]
+        return sorted(rows, key=lambda r: str(r["item"]))
+
+
+def predict(
+    engine: Engine, memory: str, ticket: Ticket, queues: Sequence[str]
+) -> tuple[str, float]:
+    """The most likely queue and its margin over the runner-up (nats)."""
+    s = engine.scores(memory, ticket.text, queues)
+    order = sorted(range(len(s)), key=lambda i: -s[i])
+    return queues[order[0]], float(s[order[0]] - s[order[1]])
+
+
+def oracle_memory(rules: Sequence[Rule]) -> str:
+    """The true rules as playbook bullets."""
+    store = PlaybookStore()
+    from lc_agents.ace import Delta
+
+    store.apply([Delta.add(SECTION, r.text()) for r in rules])
+    return store.render(show_counters=False)
+
+
+def train(
+    engine: Engine,
+    task: RoutingTask,
+    condition: str,
+    records: Records,
+    settings: Settings,
+    *,
+    embedder: Any = None,
+    deadline: float = math.inf,
+) -> MemoryState:
+    """Run (or resume) the training stream of a learned memory; returns the final memory."""
+    mem = MemoryState(condition)
+    done = records.select("train", condition, task.seed)
+    if done:
+        mem.load(done[-1]["state"])
+    queues = task.queues
+    for step, ticket in enumerate(task.train):
+        key = ("train", condition, task.seed, ticket.id)
+        if key in records:
+            continue
+        if time.time() > deadline:
+            break
+        t0 = time.perf_counter()
+        gen0 = getattr(engine, "generated_tokens", 0)
+        prediction = ""
+        if settings.train_predict:
+            prediction, _ = predict(engine, mem.render(), ticket, queues)
+        t_pred = time.perf_counter() - t0
+        feedback = ticket.feedback(prediction, task.rules)
+        if condition == "ace":
+            info = update_ace(
+                engine, mem, ticket, prediction, feedback, task.rules, settings, embedder
+            )
+        else:
+            info = update_rewrite(engine, mem, ticket, prediction, feedback, settings)
+        text = mem.render()
+        records.add(
+            {
+                "phase": "train",
+                "condition": condition,
+                "seed": task.seed,
+                "item": ticket.id,
+                "step": step + 1,
+                "prediction": prediction,
+                "correct": prediction == ticket.answer if prediction else None,
+                "seconds": time.perf_counter() - t0,
+                "predict_seconds": t_pred,
+                "generated_tokens": getattr(engine, "generated_tokens", 0) - gen0,
+                "memory": text,
+                "memory_tokens": engine.count_tokens(text) if text else 0,
+                "state": mem.dump(),
+                **info,
+            }
+        )
+    return mem
+
+
+def evaluate(
+    engine: Engine,
+    task: RoutingTask,
+    condition: str,
+    memory: str,
+    records: Records,
+    *,
+    deadline: float = math.inf,
+) -> None:
+    """Answer (or resume answering) the test tickets with ``memory`` as notes."""
+    for ticket in task.test:
+        key = ("test", condition, task.seed, ticket.id)
+        if key in records:
+            continue
+        if time.time() > deadline:
+            break
+        t0 = time.perf_counter()
+        prediction, margin = predict(engine, memory, ticket, task.queues)
+        records.add(
+            {
+                "phase": "test",
+                "condition": condition,
+                "seed": task.seed,
+                "item": ticket.id,
+                "group": ticket.group,
+                "prediction": prediction,
+                "answer": ticket.answer,
+                "correct": prediction == ticket.answer,
+                "margin": round(margin, 4),
+                "seconds": time.perf_counter() - t0,
+            }
+        )
+
+
+def run(
+    engine: Engine,
+    task: RoutingTask,
+    conditions: Iterable[str],
+    records: Records,
+    settings: Settings,
+    *,
+    embedder: Any = None,
+    deadline: float = math.inf,
+    log: Any = print,
+) -> None:
+    """Train the learned memories and answer the test tickets for ``conditions``."""
+    for c in conditions:
+        if c not in CONDITIONS:
+            raise ValueError(f"unknown condition {c!r}; allowed: {list(CONDITIONS)}")
+        t0 = time.time()
+        if c in LEARNED:
+            mem = train(engine, task, c, records, settings, embedder=embedder, deadline=deadline)
+            if len(records.select("train", c, task.seed)) < len(task.train):
+                log(f"{c}: training stopped by the time budget")
+                continue
+            memory = mem.render()
+        else:
+            memory = oracle_memory(task.rules) if c == "oracle" else ""
+        evaluate(engine, task, c, memory, records, deadline=deadline)
+        log(f"{c}: done in {time.time() - t0:.0f} s")
+
+
+# ---------------------------------------------------------------------------- summary
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``k / n``."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, c - h), min(1.0, c + h))
+
+
+def summarise(task: RoutingTask, records: Records, settings: Settings) -> dict[str, Any]:
+    """Accuracy with Wilson intervals, retention curves and costs from the records."""
+    seed = task.seed
+    acc: dict[str, Any] = {}
+    answered = {c: records.select("test", c, seed) for c in CONDITIONS}
+    answered = {c: rows for c, rows in answered.items() if rows}
+    # compare on the tickets every condition answered (all of them in a finished run)
+    common = (
+        set.intersection(*({r["item"] for r in rows} for rows in answered.values()))
+        if answered
+        else set()
+    )
+    for c, all_rows in answered.items():
+        rows = [r for r in all_rows if r["item"] in common]
+        if not rows:
+            continue
+        entry: dict[str, Any] = {"answered": len(all_rows)}
+        for name, sub in (
+            ("all", rows),
+            ("early", [r for r in rows if r["group"] == "early"]),
+            ("late", [r for r in rows if r["group"] == "late"]),
+        ):
+            k = sum(bool(r["correct"]) for r in sub)
+            lo, hi = wilson(k, len(sub))
+            entry[name] = {
+                "correct": k,
+                "n": len(sub),
+                "accuracy": k / len(sub) if sub else None,
+                "wilson95": [round(lo, 4), round(hi, 4)],
+            }
+        entry["test_seconds"] = round(sum(r["seconds"] for r in rows), 1)
+        entry["seconds_per_test_item"] = round(entry["test_seconds"] / len(rows), 3)
+        acc[c] = entry
+    first_seen: dict[int, int] = {}
+    for i, t in enumerate(task.train):
+        first_seen.setdefault(t.rule, i)
+    early = [i for i, r in enumerate(task.rules) if r.group == "early"]
+    learned: dict[str, Any] = {}
+    for c in LEARNED:
+        rows = sorted(records.select("train", c, seed), key=lambda r: int(r["step"]))
+        if not rows:
+            continue
+        curve = []
+        for r in rows:
+            step = int(r["step"])
+            if step % settings.retention_every and step != len(rows):
+                continue
+            keep = retained(r["memory"], task.rules)
+            seen = [i for i in first_seen if first_seen[i] < step]
+            seen_early = [i for i in early if i in seen]
+            curve.append(
+                {
+                    "step": step,
+                    "seen": len(seen),
+                    "retained_seen": sum(keep[i] for i in seen) / len(seen) if seen else 0.0,
+                    "retained_early": (
+                        sum(keep[i] for i in seen_early) / len(seen_early) if seen_early else 0.0
+                    ),
+                    "retained_all": sum(keep) / len(keep),
+                    "memory_tokens": r["memory_tokens"],
+                }
+            )
+        secs = [r["seconds"] for r in rows]
+        info: dict[str, Any] = {
+            "steps": len(rows),
+            "train_seconds": round(sum(secs), 1),
+            "seconds_per_step": round(sum(secs) / len(secs), 2),
+            "predict_seconds_per_step": round(
+                sum(r["predict_seconds"] for r in rows) / len(rows), 2
+            ),
+            "generated_tokens_per_step": round(
+                sum(r["generated_tokens"] for r in rows) / len(rows), 1
+            ),
+            "train_accuracy_first_half": _mean(r["correct"] for r in rows[: len(rows) // 2]),
+            "train_accuracy_second_half": _mean(r["correct"] for r in rows[len(rows) // 2 :]),
+            "final_memory_tokens": rows[-1]["memory_tokens"],
+            "final_memory": rows[-1]["memory"],
+            "retention": curve,
+        }
+        if c == "ace":
+            info["curation_errors"] = sum(r["curation_error"] is not None for r in rows)
+            info["steps_without_delta"] = sum(not r["deltas"] for r in rows)
+            info["merged"] = sum(r["merged"] for r in rows)
+            ops: dict[str, int] = {}
+            for r in rows:
+                for d in r["deltas"]:
+                    ops[d["op"]] = ops.get(d["op"], 0) + 1
+            info["ops"] = ops
+        learned[c] = info
+    return {
+        "benchmark": "ACE on threshold routing (rules differing only in numbers and identifiers)",
+        "model": "Qwen2.5-Coder-0.5B-Instruct (embedded, fp32, CPU)",
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "settings": asdict(settings),
+        "rules": [r.text() for r in task.rules],
+        "chance": 1 / len(task.rules),
+        "common_test_items": len(common),
+        "accuracy": acc,
+        "learned": learned,
+    }
+
+
+def _mean(values: Iterable[Any]) -> float | None:
+    v = [float(bool(x)) for x in values if x is not None]
+    return round(sum(v) / len(v), 3) if v else None
+
+
+def plot(summary: Mapping[str, Any], path: Path) -> None:
+    """Accuracy bars with Wilson intervals and retention curves."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    acc = summary["accuracy"]
+    names = [c for c in CONDITIONS if c in acc]
+    for offset, part, color in ((-0.2, "early", "tab:blue"), (0.2, "late", "tab:orange")):
+        ys = [acc[c][part]["accuracy"] or 0.0 for c in names]
+        lo = [y - acc[c][part]["wilson95"][0] for c, y in zip(names, ys, strict=True)]
+        hi = [acc[c][part]["wilson95"][1] - y for c, y in zip(names, ys, strict=True)]
+        xs = [i + offset for i in range(len(names))]
+        a1.bar(xs, ys, 0.4, yerr=[lo, hi], capsize=3, color=color, label=f"{part} rules")
+    a1.axhline(summary["chance"], color="grey", ls=":", label="chance")
+    a1.set_xticks(range(len(names)), names)
+    a1.set_ylabel("test accuracy (95% Wilson)")
+    a1.set_ylim(0, 1)
+    a1.legend(fontsize=8)
+    for c, style in (("ace", "-"), ("rewrite", "--")):
+        if c not in summary["learned"]:
+            continue
+        curve = summary["learned"][c]["retention"]
+        xs = [p["step"] for p in curve]
+        a2.plot(xs, [p["retained_seen"] for p in curve], style, label=f"{c}: rules seen so far")
+        a2.plot(
+            xs, [p["retained_early"] for p in curve], style, label=f"{c}: early rules", alpha=0.6
+        )
+    a2.axvline(summary["settings"]["n_train"] / 2, color="grey", ls=":", lw=1)
+    a2.set_xlabel("memory updates")
+    a2.set_ylabel("rules still stated exactly")
+    a2.set_ylim(-0.02, 1.02)
+    a2.legend(fontsize=8)
+    fig.suptitle("ACE vs rewrite memory, Qwen2.5-Coder-0.5B-Instruct", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_summary(
+    task: RoutingTask, records: Records, settings: Settings, out: Path
+) -> dict[str, Any]:
+    summary = summarise(task, records, settings)
+    (out / "ace_routing.json").write_text(json.dumps(summary, indent=1))
+    if summary["accuracy"]:
+        plot(summary, out / "ace_routing.png")
+    return summary
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--conditions", default=",".join(CONDITIONS))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--train", type=int, default=100)
+    p.add_argument("--test", type=int, default=200)
+    p.add_argument("--products", type=int, default=12)
+    p.add_argument("--reflector", choices=("feedback", "model"), default="feedback")
+    p.add_argument("--curator-tokens", type=int, default=48)
+    p.add_argument("--rewrite-tokens", type=int, default=64)
+    p.add_argument("--train-predict", action="store_true", help="answer each training item first")
+    p.add_argument("--early-share", type=float, default=0.75)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--time-budget", type=float, default=math.inf, help="seconds")
+    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--summarise", action="store_true", help="only rewrite JSON and PNG")
+    args = p.parse_args()
+    settings = Settings(
+        seed=args.seed,
+        n_products=args.products,
+        n_train=args.train,
+        n_test=args.test,
+        reflector=args.reflector,
+        curator_tokens=args.curator_tokens,
+        rewrite_tokens=args.rewrite_tokens,
+        early_share=args.early_share,
+        train_predict=args.train_predict,
+    )
+    task = make_routing_task(
+        args.seed,
+        n_products=args.products,
+        n_train=args.train,
+        n_test=args.test,
+        early_share=args.early_share,
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    records = Records(args.out / "ace_routing_records.jsonl")
+    if not args.summarise:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        deadline = time.time() + args.time_budget
+        engine = LocalEngine()
+        conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
+        embedder = None
+        if "ace" in conditions:
+            from lc_agents.retrieval import MiniLMEmbedder
+
+            embedder = MiniLMEmbedder()
+        run(engine, task, conditions, records, settings, embedder=embedder, deadline=deadline)
+    summary = write_summary(task, records, settings, args.out)
+    for c, e in summary["accuracy"].items():
+        a = e["all"]
+        print(f"{c:8s} {a['correct']}/{a['n']} = {a['accuracy']:.3f} {a['wilson95']}")
+
+
+if __name__ == "__main__":
+    main()
