@@ -34,7 +34,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -62,6 +61,7 @@ if ARGS.smoke:
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from _timing import one_call_ms, time_cpu_ms  # noqa: E402
 
 from lc_kernels.decode import (  # noqa: E402
     block_topk,
@@ -159,16 +159,6 @@ def correctness(x: dict[str, torch.Tensor], topk: int, block: int, backend: str)
     }
 
 
-def _time_cpu(fn: Callable[[], Any], reps: int = 5) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
-
-
 def run(device: str, small: bool, smoke: bool) -> dict[str, Any]:
     start = time.time()
     if smoke:
@@ -195,10 +185,8 @@ def run(device: str, small: bool, smoke: bool) -> dict[str, Any]:
 
         def bench(fn: Callable[[], Any]) -> float:
             if smoke:  # one call: the interpreter's time says nothing about speed
-                t0 = time.perf_counter()
-                fn()
-                return 1e3 * (time.perf_counter() - t0)
-            return _time_cpu(fn, reps=5)
+                return one_call_ms(fn)
+            return time_cpu_ms(fn, reps=5)
 
     machine = (
         torch.cuda.get_device_name()

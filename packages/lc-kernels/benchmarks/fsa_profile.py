@@ -32,6 +32,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import one_call_ms
 from fsa_vs_nsa import BLOCK, HKV, OUT, SMOKE_D, SMOKE_HKV, D, make_inputs
 
 from lc_kernels import selected_attention
@@ -55,9 +56,7 @@ def _top(prof, key: str, n: int = 12) -> list[dict]:
 def _bench(fn: Callable[[], Any], warmup: int, grad_to_none: list | None = None) -> float:
     """Device ms per call (``do_bench``); in smoke mode the wall clock of one call."""
     if SMOKE:
-        t0 = time.perf_counter()
-        fn()
-        return 1e3 * (time.perf_counter() - t0)
+        return one_call_ms(fn)
     from triton.testing import do_bench
 
     return do_bench(fn, warmup=warmup, rep=40, grad_to_none=grad_to_none)

@@ -47,6 +47,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from _timing import one_call_ms, time_cpu_ms
 
 from lc_kernels import selected_attention
 from lc_kernels.compressed_attention import topk_blocks_from_scores
@@ -192,9 +193,7 @@ def _timer(smoke: bool) -> Callable[..., tuple[float, str]]:
     if smoke:
 
         def bench_cpu(fn: Callable[[], Any], grad_to_none: Any = None) -> tuple[float, str]:
-            t0 = time.perf_counter()
-            fn()
-            return 1e3 * (time.perf_counter() - t0), "one call (CPU, interpreter)"
+            return one_call_ms(fn), "one call (CPU, interpreter)"
 
         return bench_cpu
     from triton.testing import do_bench
@@ -357,16 +356,6 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _time_cpu(fn: Callable[[], Any], reps: int = 3) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
-
-
 def run_cpu(lengths: list[int], groups: list[int]) -> dict[str, Any]:
     torch.set_num_threads(1)  # the machine is shared: one thread gives steadier numbers
     rows = []
@@ -397,8 +386,8 @@ def run_cpu(lengths: list[int], groups: list[int]) -> dict[str, Any]:
                     "T": t,
                     "G": g,
                     "impl": name,
-                    "fwd_ms": _time_cpu(fn),
-                    "fwd_bwd_ms": _time_cpu(fwd_bwd),
+                    "fwd_ms": time_cpu_ms(fn),
+                    "fwd_bwd_ms": time_cpu_ms(fwd_bwd),
                 }
                 rows.append(row)
                 print(row, flush=True)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -171,7 +172,57 @@ class PreNormBlock(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
-class BAMTransformer(nn.Module):
+def check_tokens(
+    tokens: torch.Tensor,
+    max_seq_len: int,
+    vocab_size: int,
+    length_check: Callable[[int], None] | None = None,
+) -> None:
+    """Raise ``ValueError`` unless ``tokens`` is a ``[B, T]`` int64 tensor with ``T <=
+    max_seq_len`` (then ``length_check(T)``, a model's own length rule) and ids in
+    ``[0, vocab_size)``."""
+    if tokens.ndim != 2 or tokens.dtype != torch.long:
+        raise ValueError(
+            f"tokens must be a [B, T] int64 tensor, got {tuple(tokens.shape)} {tokens.dtype}"
+        )
+    t = tokens.shape[1]
+    if t > max_seq_len:
+        raise ValueError(f"sequence length {t} exceeds max_seq_len={max_seq_len}")
+    if length_check is not None:
+        length_check(t)
+    if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
+        raise ValueError(f"token ids must lie in [0, {vocab_size})")
+
+
+class SeededLM(nn.Module):
+    """Token embedding, a body, final RMSNorm and LM head, built from one seed.
+
+    The parameters are drawn from ``seed`` in the order embedding, body (``build``, which
+    registers the subclass's modules), norm, head, without touching the caller's global
+    RNG stream. Shared by the BAM and the hierarchical-sparse-attention models.
+
+    Args:
+        vocab_size: tokens in the vocabulary.
+        dim: model width.
+        seed: seed of the parameter initialisation.
+        build: registers the body's modules on ``self``.
+    """
+
+    def __init__(self, vocab_size: int, dim: int, seed: int, build: Callable[[], None]) -> None:
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.embed = nn.Embedding(vocab_size, dim)
+            build()
+            self.norm = nn.RMSNorm(dim)
+            self.head = nn.Linear(dim, vocab_size, bias=False)
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [B, T, dim] -> [B, T, vocab_size]`` fp32 (final norm and LM head)."""
+        return self.head(self.norm(x)).float()
+
+
+class BAMTransformer(SeededLM):
     """Pre-norm decoder-only language model with BAM (or baseline) attention.
 
     Args:
@@ -186,37 +237,22 @@ class BAMTransformer(nn.Module):
     """
 
     def __init__(self, config: BAMTransformerConfig, seed: int = 0) -> None:
-        super().__init__()
-        self.config = config
-        # Seeded construction that leaves the caller's global RNG stream untouched.
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            self.embed = nn.Embedding(config.vocab_size, config.dim)
+        def build() -> None:
             self.blocks = nn.ModuleList(
                 PreNormBlock(config.dim, config.ffn_mult, BAMAttention(config))
                 for _ in range(config.num_layers)
             )
-            self.norm = nn.RMSNorm(config.dim)
-            self.head = nn.Linear(config.dim, config.vocab_size, bias=False)
+
+        super().__init__(config.vocab_size, config.dim, seed, build)
+        self.config = config
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """``tokens [B, T]`` (int64) ``-> logits [B, T, vocab_size]`` (fp32)."""
-        if tokens.ndim != 2 or tokens.dtype != torch.long:
-            raise ValueError(
-                f"tokens must be a [B, T] int64 tensor, got {tuple(tokens.shape)} {tokens.dtype}"
-            )
-        if tokens.shape[1] > self.config.max_seq_len:
-            raise ValueError(
-                f"sequence length {tokens.shape[1]} exceeds max_seq_len={self.config.max_seq_len}"
-            )
-        if tokens.numel() and (
-            int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size
-        ):
-            raise ValueError(f"token ids must lie in [0, {self.config.vocab_size})")
+        check_tokens(tokens, self.config.max_seq_len, self.config.vocab_size)
         x = self.embed(tokens)
         for block in self.blocks:
             x = block(x)
-        return self.head(self.norm(x)).float()
+        return self.logits(x)
 
     def priors(self) -> list[BAMPrior]:
         """The per-layer priors (empty for ``"nope"`` and ``"rope"``)."""

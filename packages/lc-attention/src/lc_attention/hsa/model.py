@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lc_attention.bam.model import PreNormBlock
+from lc_attention.bam.model import PreNormBlock, SeededLM, check_tokens
 from lc_attention.hsa.attention import check_backend, hsa_attention
 from lc_attention.hsa.retrieval import chunk_scores, select_chunks
 from lc_attention.rope import apply_rotary, rotary_tables
@@ -36,17 +36,6 @@ from lc_kernels.renames import renamed_fields, spelled
 
 #: spellings of lc-attention 0.14 and earlier, accepted with a DeprecationWarning until 0.17
 RENAMED = {"top_k": "topk", "query_block": "query_chunk"}
-
-__all__ = [
-    "ChunkEncoder",
-    "ChunkMemory",
-    "ChunkSelection",
-    "ChunkSparseAttention",
-    "HSABlock",
-    "HSATransformer",
-    "HSATransformerConfig",
-    "SlidingWindowSelfAttention",
-]
 
 
 @renamed_fields(RENAMED, "lc-attention 0.17")
@@ -398,7 +387,7 @@ class HSABlock(PreNormBlock):
         return base + self.mlp(self.norm2(mixed)), sel
 
 
-class HSATransformer(nn.Module):
+class HSATransformer(SeededLM):
     """Decoder-only LM: sliding-window blocks, chunk encoder, HSA blocks.
 
     Args:
@@ -415,42 +404,34 @@ class HSATransformer(nn.Module):
     """
 
     def __init__(self, config: HSATransformerConfig, seed: int = 0) -> None:
-        super().__init__()
-        self.config = config
-        # Seeded construction that leaves the caller's global RNG stream untouched.
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            self.embed = nn.Embedding(config.vocab_size, config.dim)
+        def build() -> None:
             self.lower = nn.ModuleList(
                 PreNormBlock(config.dim, config.ffn_mult, SlidingWindowSelfAttention(config))
                 for _ in range(config.lower_layers)
             )
             self.encoder = ChunkEncoder(config)
             self.upper = nn.ModuleList(HSABlock(config) for _ in range(config.upper_layers))
-            self.norm = nn.RMSNorm(config.dim)
-            self.head = nn.Linear(config.dim, config.vocab_size, bias=False)
+
+        super().__init__(config.vocab_size, config.dim, seed, build)
+        self.config = config
 
     def _check(self, tokens: torch.Tensor) -> None:
         cfg = self.config
-        if tokens.ndim != 2 or tokens.dtype != torch.long:
-            raise ValueError(
-                f"tokens must be a [B, T] int64 tensor, got {tuple(tokens.shape)} {tokens.dtype}"
-            )
-        t = tokens.shape[1]
-        if t > cfg.max_seq_len:
-            raise ValueError(f"sequence length {t} exceeds max_seq_len={cfg.max_seq_len}")
-        if t % cfg.chunk_size:
-            raise ValueError(
-                f"sequence length {t} must be a multiple of chunk_size={cfg.chunk_size}"
-            )
-        if t // cfg.chunk_size < cfg.topk:
-            name = spelled("topk", cfg)
-            raise ValueError(
-                f"{name}={cfg.topk} exceeds the {t // cfg.chunk_size} chunks of a {t}-token "
-                f"sequence; use at least {name} * chunk_size = {cfg.topk * cfg.chunk_size} tokens"
-            )
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= cfg.vocab_size):
-            raise ValueError(f"token ids must lie in [0, {cfg.vocab_size})")
+
+        def chunks(t: int) -> None:
+            if t % cfg.chunk_size:
+                raise ValueError(
+                    f"sequence length {t} must be a multiple of chunk_size={cfg.chunk_size}"
+                )
+            if t // cfg.chunk_size < cfg.topk:
+                name = spelled("topk", cfg)
+                raise ValueError(
+                    f"{name}={cfg.topk} exceeds the {t // cfg.chunk_size} chunks of a {t}-token "
+                    f"sequence; use at least {name} * chunk_size = "
+                    f"{cfg.topk * cfg.chunk_size} tokens"
+                )
+
+        check_tokens(tokens, cfg.max_seq_len, cfg.vocab_size, chunks)
 
     def forward(
         self,
@@ -483,5 +464,5 @@ class HSATransformer(nn.Module):
             x, sel = up(x, memory, generator)
             if sel is not None:
                 selections.append(sel)
-        logits = self.head(self.norm(x)).float()
+        logits = self.logits(x)
         return (logits, selections) if return_selection else logits
