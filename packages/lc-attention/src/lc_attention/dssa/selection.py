@@ -168,6 +168,19 @@ def _segments(p_lo: int, p_hi: int, query_block: int) -> list[tuple[int, int]]:
     return out
 
 
+def _chunk_cuts(
+    start: int, t: int, chunk: int, query_block: int
+) -> Iterator[tuple[int, int, int, int, int, int]]:
+    """``(a, e, p_lo, p_hi, lo, hi)`` for the chunks of queries ``[a, e)`` cut at positions
+    that are multiples of ``chunk``: their key positions ``p_lo .. p_hi`` and the query
+    groups ``[lo, hi)`` they meet (relative to the group of ``start``)."""
+    g0 = start // query_block
+    first = (-start) % chunk or chunk
+    for a, e in itertools.pairwise([0, *range(first, t, chunk), t]):
+        p_lo, p_hi = start + a, start + e - 1
+        yield a, e, p_lo, p_hi, p_lo // query_block - g0, p_hi // query_block - g0 + 1
+
+
 def _score_chunks(
     query: torch.Tensor,
     k_cmp: torch.Tensor,
@@ -213,15 +226,9 @@ def _score_chunks(
     # rows first, so that each chunk's rows are one contiguous [rows * B * H_kv, width]
     # table for the max-pool
     pooled = torch.zeros(-(-m // qb) + 1, b, hkv, width, device=dev)
-    g0 = start // qb
     filled = 0
-    first = (-start) % chunk or chunk
-    cuts = [0, *range(first, t, chunk), t]
-    for a, e in itertools.pairwise(cuts):
-        n = e - a
-        p_lo, p_hi = start + a, start + e - 1
-        lo, hi = p_lo // qb - g0, p_hi // qb - g0 + 1
-        rows = hi - lo
+    for a, e, p_lo, p_hi, lo, hi in _chunk_cuts(start, t, chunk, qb):
+        n, rows = e - a, hi - lo
         cv = min(c, max(0, (p_hi - ks + 1) // st + 1))  # spans visible to the last query
         if cv == 0:
             yield lo, hi, torch.zeros(b, rows, hkv, nb, device=dev)
@@ -281,14 +288,8 @@ def _bound_chunks(
     bs, qb, dev = config.block_size, query_block, query.device
     nb = -(-kv_len // bs)
     kf = (k_bnd.float() * scale).permute(0, 2, 3, 1)  # [B, H_kv, 2D, C]
-    g0 = start // qb
-    first = (-start) % chunk or chunk
-    cuts = [0, *range(first, t, chunk), t]
-    for a, e in itertools.pairwise(cuts):
-        n = e - a
-        p_lo, p_hi = start + a, start + e - 1
-        lo, hi = p_lo // qb - g0, p_hi // qb - g0 + 1
-        rows = hi - lo
+    for a, e, p_lo, p_hi, lo, hi in _chunk_cuts(start, t, chunk, qb):
+        n, rows = e - a, hi - lo
         out = torch.zeros(b, rows, hkv, nb, device=dev)
         cv = min(c, (p_hi + 1) // bs)  # blocks complete for the last query
         if cv == 0:
