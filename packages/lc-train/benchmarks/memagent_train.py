@@ -586,7 +586,8 @@ def cmd_plot(args) -> None:
         ax.legend(fontsize=7)
     for ax in axes[0][len(tasks) :]:
         ax.axis("off")
-    for name in sorted(k for k in data if k == "sft" or k.startswith("sft+")):
+    sft_runs = sorted(k for k in data if k == "sft" or k.startswith("sft+"))
+    for name in sft_runs:
         loss = data[name].get("loss", [])
         first = (
             len(data.get(data[name].get("from_stage", ""), {}).get("loss", []))
@@ -603,8 +604,9 @@ def cmd_plot(args) -> None:
             )
     axes[1][0].set_xlabel("SFT step")
     axes[1][0].set_ylabel("token NLL of the completions")
-    axes[1][0].set_title("SFT on oracle turns")
-    axes[1][0].legend(fontsize=8)
+    axes[1][0].set_title("SFT on oracle turns" if sft_runs else "no SFT stage in these results")
+    if sft_runs:
+        axes[1][0].legend(fontsize=8)
     steps = data.get("dapo", {}).get("steps", [])
     if steps:
         mean_r = [
@@ -613,9 +615,21 @@ def cmd_plot(args) -> None:
         ]
         xs = [s["step"] for s in steps]
         axes[1][1].plot(xs, mean_r, marker="o", label="mean reward of the drawn groups")
+        if any("accuracy" in s for s in steps):
+            acc = [s.get("accuracy", float("nan")) for s in steps]
+            axes[1][1].plot(xs, acc, marker="s", ls=":", label="share answered in full")
         axes[1][1].plot(
             xs, [s.get("clip_frac", 0.0) for s in steps], marker="x", label="clip fraction"
         )
+        updated = [s for s in steps if "loss" in s]  # steps with an informative group
+        if updated:
+            axes[1][1].plot(
+                [s["step"] for s in updated],
+                [s["loss"] for s in updated],
+                marker="D",
+                ls="none",
+                label="loss (steps that updated)",
+            )
         axes[1][1].legend(fontsize=8)
     axes[1][1].set_xlabel("DAPO step")
     axes[1][1].set_title("multi-conversation DAPO")
