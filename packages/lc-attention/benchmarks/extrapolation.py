@@ -243,14 +243,14 @@ def build(method: str, args: argparse.Namespace, seed: int) -> nn.Module:
             upper_layers=args.layers - 1,
             encoder_layers=1,
             chunk_size=args.chunk_size,
-            top_k=args.top_k,
+            topk=args.top_k,
             window=args.window,
             chunk_encoder=method != "hsa-no-encoder",
             bypass_residual=method != "hsa-no-bypass",
             sparse_training=method != "hsa-dense-train",
             gumbel_noise=args.gumbel,
             max_seq_len=1 << 20,
-            query_block=512,
+            query_chunk=512,
         )
         return tie_statement_embeddings(HSATransformer(cfg, seed=seed))
     if method not in ("rope", "alibi", "nope", "bam"):

@@ -78,7 +78,7 @@ def build(name: str, args: argparse.Namespace) -> nn.Module:
             upper_layers=1,
             encoder_layers=1,
             chunk_size=args.chunk_size,
-            top_k=args.top_k,
+            topk=args.top_k,
             window=args.window,
             gumbel_noise=args.gumbel,
         )
