@@ -44,6 +44,8 @@ def _load_rows(q, b, kvh, rows, rmask, d, dmask, sq_b, sq_t, sq_h, sq_d, G: tl.c
     )
 
 
+# The log-sum-exp and pooling kernels repeat their score tile inline on purpose (a
+# shared helper returning the tile would cost registers and speed).
 @triton.jit
 def _lse_kernel(
     q,

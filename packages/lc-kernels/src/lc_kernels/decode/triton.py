@@ -93,6 +93,8 @@ def _row_topk(x, UNITS: tl.constexpr, LOG_N: tl.constexpr, LOG_K: tl.constexpr):
     return out
 
 
+# The first and merge top-k kernels repeat their row loads inline on purpose (a shared
+# helper would cost registers and speed).
 @triton.jit
 def _topk_first_kernel(
     scores,

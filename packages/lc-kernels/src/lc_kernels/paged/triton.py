@@ -114,6 +114,8 @@ def _past_rows(table, pos, valid, s_page, s_slot, PAGE: tl.constexpr):
     return page * s_page + (pos % PAGE).to(tl.int64) * s_slot
 
 
+# The chunk-attention forward, dQ and dK/dV kernels repeat their tile loads inline on
+# purpose (factoring them into helpers costs registers and speed).
 @triton.jit
 def _chunk_attn_fwd_kernel(
     Q, K, V, KP, VP, TABLE, Out, LSE,

@@ -46,6 +46,8 @@ def _tuned(key: list[str], warps: tuple[int, ...]):
 
 
 # ----------------------------------------------------------------------------- NSA order
+# The forward and backward kernels repeat their tile loads and masks inline: a shared
+# @triton.jit helper would cost registers and speed in these hot loops.
 
 
 @triton.jit
