@@ -100,8 +100,9 @@ def topk_blocks_from_scores(
 
     Example:
         >>> s = torch.tensor([0.0, 5.0, 1.0, 4.0, 3.0]).view(1, 1, 1, 5)
-        >>> topk_blocks_from_scores(s, 4, 3, 1, 1, torch.tensor([19])).flatten().tolist()
-        [4, 0, 1]
+        >>> ids = topk_blocks_from_scores(s, 4, 3, 1, 1, torch.tensor([19])).flatten()
+        >>> sorted(ids[:2].tolist()), ids[2].item()  # forced blocks (tied), then the best
+        ([0, 4], 1)
     """
     b, t, h, nb = scores.shape
     pos = torch.arange(t, device=scores.device) if positions is None else positions
