@@ -8,11 +8,12 @@ only in numbers and identifiers::
     Refund requests for KD-37 under $120 go to queue R4.
     Refund requests for KD-37 of $120 or more go to queue M7.
 
-Twelve products give 24 rules and 24 queue codes. The training stream (100 items by
-default) first shows only the rules of the six *early* products, then only those of the
-six *late* ones; each item comes with ground-truth feedback: the right queue and the
-rule that decides it (ACE's offline setting with labels). The held-out test tickets
-(new amounts) mostly need early rules, last seen at least half a stream before the end.
+Eight products (``--products``) give 16 rules and 16 queue codes. The training stream
+(``--train``, 32 items by default: each rule twice) first shows only the rules of the
+*early* half of the products, then only those of the *late* half; each item comes with
+ground-truth feedback: the right queue and the rule that decides it (ACE's offline
+setting with labels). The held-out test tickets (``--test``, 80; new amounts) are 3/4
+early-rule tickets, whose rules were last taught at least half a stream before the end.
 
 Conditions, on the same test tickets, answered by the embedded
 Qwen2.5-Coder-0.5B-Instruct (offline) scored by log-likelihood: every queue code is a
@@ -42,12 +43,14 @@ them and restores the memories from the last training record, so an interrupted 
 resumes. ``--summarise`` rewrites ``ace_routing.json`` and ``ace_routing.png`` from the
 records.
 
-Run (shared 2-core CPU; see docs/benchmarks/lc-agents-ace.md for times):
-    nice -n 10 uv run python packages/lc-agents/benchmarks/ace_routing.py
-Two processes side by side (they share the records file):
-    ... ace_routing.py --conditions ace --time-budget 3000 &
-    ... ace_routing.py --conditions base,oracle,rewrite --time-budget 3000 &
-Pilot: ``--train 4 --test 6 --out /tmp/ace-pilot``.
+Run (shared 2-core CPU; see docs/benchmarks/lc-agents-ace.md for times), as three
+processes side by side that share the records file:
+    nice -n 5 uv run python packages/lc-agents/benchmarks/ace_routing.py --conditions ace &
+    nice -n 5 uv run python packages/lc-agents/benchmarks/ace_routing.py --conditions rewrite &
+    nice -n 5 uv run python packages/lc-agents/benchmarks/ace_routing.py --conditions oracle,base &
+The larger design the task generator also makes (12 products, 100 training items, 200
+test tickets): ``--products 12 --train 100 --test 200`` (about four times the CPU).
+Pilot: ``--train 16 --test 6 --out /tmp/ace-pilot``.
 """
 
 from __future__ import annotations
@@ -172,9 +175,9 @@ def _amount(rng: random.Random, rule: Rule) -> int:
 def make_routing_task(
     seed: int = 0,
     *,
-    n_products: int = 12,
-    n_train: int = 100,
-    n_test: int = 200,
+    n_products: int = 8,
+    n_train: int = 32,
+    n_test: int = 80,
     early_share: float = 0.75,
 ) -> RoutingTask:
     """A seeded routing task: ``2 * n_products`` rules, a training stream, test tickets.
@@ -411,14 +414,14 @@ class Settings:
     """Knobs of one run (recorded in the summary)."""
 
     seed: int = 0
-    n_products: int = 12
-    n_train: int = 100
-    n_test: int = 200
+    n_products: int = 8
+    n_train: int = 32
+    n_test: int = 80
     early_share: float = 0.75
     reflector: str = "feedback"
     curator_tokens: int = 48
     reflector_tokens: int = 32
-    rewrite_tokens: int = 64
+    rewrite_tokens: int = 40
     dedup_threshold: float = 0.9
     retention_every: int = 4
     train_predict: bool = False
@@ -873,12 +876,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--conditions", default=",".join(CONDITIONS))
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--train", type=int, default=100)
-    p.add_argument("--test", type=int, default=200)
-    p.add_argument("--products", type=int, default=12)
+    p.add_argument("--train", type=int, default=32)
+    p.add_argument("--test", type=int, default=80)
+    p.add_argument("--products", type=int, default=8)
     p.add_argument("--reflector", choices=("feedback", "model"), default="feedback")
     p.add_argument("--curator-tokens", type=int, default=48)
-    p.add_argument("--rewrite-tokens", type=int, default=64)
+    p.add_argument("--rewrite-tokens", type=int, default=40)
     p.add_argument("--train-predict", action="store_true", help="answer each training item first")
     p.add_argument("--early-share", type=float, default=0.75)
     p.add_argument("--threads", type=int, default=1)

@@ -42,7 +42,7 @@ def test_task_is_deterministic_per_seed() -> None:
 
 
 def test_rules_differ_only_in_numbers_and_identifiers() -> None:
-    task = bench.make_routing_task(0)
+    task = bench.make_routing_task(0, n_products=12, n_train=100)
     assert len(task.rules) == 24
     assert len(set(task.queues)) == 24
     for side in ("under", "over"):
@@ -71,15 +71,19 @@ def test_dedup_keeps_every_rule_even_when_all_embeddings_coincide() -> None:
     assert all(bench.retained(store.render(), task.rules))
 
 
-def test_late_test_items_need_rules_seen_early() -> None:
-    task = bench.make_routing_task(2, n_train=100, n_test=200, early_share=0.75)
+@pytest.mark.parametrize(("products", "n_train", "n_test"), [(12, 100, 200), (8, 32, 80)])
+def test_late_test_items_need_rules_seen_early(products: int, n_train: int, n_test: int) -> None:
+    task = bench.make_routing_task(
+        2, n_products=products, n_train=n_train, n_test=n_test, early_share=0.75
+    )
+    half = n_train // 2
     last = task.last_seen()
     early = [t for t in task.test if t.group == "early"]
-    assert len(early) == 150
-    assert len(task.test) == 200
-    assert len(task.train) == 100
+    assert len(early) == n_test * 3 // 4
+    assert len(task.test) == n_test
+    assert len(task.train) == n_train
     for t in early:
-        assert last[t.rule] < 50  # not seen in the second half of the stream
+        assert last[t.rule] < half  # not seen in the second half of the stream
     train_pairs = {(t.product, t.amount) for t in task.train}
     for t in task.train + task.test:
         rule = task.rules[t.rule]
@@ -91,8 +95,8 @@ def test_late_test_items_need_rules_seen_early() -> None:
     assert not {(t.product, t.amount) for t in task.test} & train_pairs
     # every rule is taught at least once, early rules only in the first half
     assert set(last) == set(range(len(task.rules)))
-    assert all(t.group == "early" for t in task.train[:50])
-    assert all(t.group == "late" for t in task.train[50:])
+    assert all(t.group == "early" for t in task.train[:half])
+    assert all(t.group == "late" for t in task.train[half:])
 
 
 @pytest.mark.parametrize(
