@@ -181,6 +181,22 @@ def _chunk_cuts(
         yield a, e, p_lo, p_hi, p_lo // query_block - g0, p_hi // query_block - g0 + 1
 
 
+def _group_sum(
+    sc: torch.Tensor, g: int, rows: int, qb: int, p_lo: int, p_hi: int, dst: torch.Tensor
+) -> None:
+    """Sum ``sc [B, H_kv, n * G, cv]`` (rows query by query, heads inside) over the ``G``
+    heads and the queries of each group into ``dst [B, H_kv, rows, cv]``."""
+    b, hkv, ng, cv = sc.shape
+    n = ng // g
+    if qb == 1:  # summed over the group's heads
+        torch.sum(sc.view(b, hkv, n, g, cv), 3, out=dst)
+    elif n == rows * qb:  # whole groups: one reduction over each group's rows
+        torch.sum(sc.view(b, hkv, rows, qb * g, cv), 3, out=dst)
+    else:  # a group cut by the ends of the queries
+        for j, (i0, i1) in enumerate(_segments(p_lo, p_hi, qb)):
+            torch.sum(sc[:, :, i0 * g : i1 * g], 2, out=dst[:, :, j])
+
+
 def _score_chunks(
     query: torch.Tensor,
     k_cmp: torch.Tensor,
@@ -251,13 +267,7 @@ def _score_chunks(
         if filled > cv:  # a chunk seeing fewer spans than the last one: clear the rest
             view[..., pad_left + cv :].zero_()
         dst = view[..., pad_left : pad_left + cv].permute(1, 2, 0, 3)  # [B, H_kv, rows, cv]
-        if qb == 1:  # summed over the group's heads
-            torch.sum(sc.view(b, hkv, n, g, cv), 3, out=dst)
-        elif n == rows * qb:  # whole groups: one reduction over each group's rows
-            torch.sum(sc.view(b, hkv, rows, qb * g, cv), 3, out=dst)
-        else:  # a group cut by the ends of the queries
-            for j, (i0, i1) in enumerate(_segments(p_lo, p_hi, qb)):
-                torch.sum(sc[:, :, i0 * g : i1 * g], 2, out=dst[:, :, j])
+        _group_sum(sc, g, rows, qb, p_lo, p_hi, dst)
         filled = cv
         # block j: the max over spans j * r - pad_left .. j * r + r - 1 (max_pool1d reads
         # contiguous rows several times faster than an amax over unfolded windows)
@@ -306,14 +316,7 @@ def _bound_chunks(
         sc = torch.softmax(sc, -1)
         if p_lo < bs - 1:  # queries that see no complete block yet: 0, not NaN
             sc = sc.nan_to_num(nan=0.0)
-        if qb == 1:
-            red = sc.view(b, hkv, n, g, cv).sum(3)
-        elif n == rows * qb:
-            red = sc.view(b, hkv, rows, qb * g, cv).sum(3)
-        else:
-            segs = _segments(p_lo, p_hi, qb)
-            red = torch.stack([sc[:, :, i0 * g : i1 * g].sum(2) for i0, i1 in segs], 2)
-        out[..., :cv] = red.permute(0, 2, 1, 3)
+        _group_sum(sc, g, rows, qb, p_lo, p_hi, out[..., :cv].permute(0, 2, 1, 3))
         yield lo, hi, out
 
 
