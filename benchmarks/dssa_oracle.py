@@ -29,7 +29,7 @@ import torch.nn.functional as F
 import lc_attention.hf
 from lc_attention.dssa import DSSAConfig
 from lc_attention.dssa.selection import query_groups
-from lc_attention.dssa.sparse import grouped_selected_attention, tiled_selected_attention
+from lc_attention.dssa.sparse import block_major_selected_attention
 from lc_kernels.compressed_attention import topk_blocks_from_scores
 
 CHUNK = 256  # queries whose [chunk, HQ, S] probabilities are held at a time
@@ -96,13 +96,17 @@ def oracle_dssa_attention(
     idx = topk_blocks_from_scores(
         scores, config.block_size, config.topk, config.init_blocks, config.local_blocks, last
     )
-    qb = config.query_block
-    if qb > 1 and t > 16:
-        return grouped_selected_attention(query, key, value, idx, start, config.block_size, sc, qb)
-    gid, _ = query_groups(start, qb, t)
-    positions = torch.arange(start, s)
-    return tiled_selected_attention(
-        query, key, value, idx.index_select(1, gid), positions, config.block_size, sc, 64
+    return block_major_selected_attention(
+        query,
+        key,
+        value,
+        idx,
+        start,
+        config.block_size,
+        sc,
+        config.init_blocks,
+        config.local_blocks,
+        query_block=config.query_block,
     )
 
 

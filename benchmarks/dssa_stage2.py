@@ -1,17 +1,17 @@
-"""DSSA stage 2 with per-query selection on CPU: tiled union gathering vs block-major.
+"""DSSA stage 2 with per-query selection on CPU, beside dense attention.
 
-``DSSAConfig.training_free()`` lets every query pick its own 16 blocks. Two CPU paths
-compute the same attention over them: ``tiled_selected_attention`` (tiles of 64
-queries gather the union of their blocks, one masked SDPA per tile) and
+``DSSAConfig.training_free()`` lets every query pick its own 16 blocks;
 ``block_major_selected_attention`` (the forced blocks per tile, then every other
-selected block with the chunks of queries that chose it, merged by log-sum-exp). Both
-run side by side in one process on the same selection, next to dense causal SDPA and
-stage 1 (block scoring and top-k), in SmolLM2-135M's attention shape (9 query heads,
-3 KV heads, head dim 64, float32), process CPU time, best of ``--reps`` with the
-functions taking turns. Inputs: random (no two queries agree: the union is largest) or
+selected block with the chunks of queries that chose it, merged by log-sum-exp)
+computes the attention over them. It runs side by side in one process with dense
+causal SDPA and stage 1 (block scoring and top-k), in SmolLM2-135M's attention shape
+(9 query heads, 3 KV heads, head dim 64, float32), process CPU time, best of ``--reps``
+with the functions taking turns. Inputs: random (no two queries agree) or
 ``--inputs docs``: the queries, keys and values of one layer of the embedded
 SmolLM2-135M-Instruct on the last window of Python's documentation (real attention).
-Also reported: the largest difference between the two paths' outputs.
+Rows written before lc-attention 0.15 also hold the removed tiled path's time
+(``tiled_s``); the comparison of every former PyTorch path is
+``packages/lc-attention/benchmarks/dssa_sparse_paths.py``.
 
     uv run python benchmarks/dssa_stage2.py --lengths 8192 16384 32768 --inputs random docs
 """
@@ -33,7 +33,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from lc_attention.dssa import DSSAConfig, compress_keys, select_group_blocks
-from lc_attention.dssa.sparse import block_major_selected_attention, tiled_selected_attention
+from lc_attention.dssa.sparse import block_major_selected_attention
 
 OUT = pathlib.Path(__file__).resolve().parents[1] / "docs/benchmarks/lc-attention-dssa"
 SCALE = 0.125  # 1 / sqrt(64)
@@ -88,7 +88,6 @@ def measure(s: int, inputs: str, layer: int, reps: int) -> dict[str, Any]:
     q, k, v = random_qkv(s) if inputs == "random" else docs_qkv(s, layer)
     cfg = DSSAConfig.training_free()
     kc = compress_keys(k, cfg)
-    pos = torch.arange(s)
 
     def stage1() -> torch.Tensor:
         return select_group_blocks(q, kc, 0, s, cfg, SCALE)
@@ -100,25 +99,19 @@ def measure(s: int, inputs: str, layer: int, reps: int) -> dict[str, Any]:
             qt, kt, vt, is_causal=True, scale=SCALE, enable_gqa=True
         ),
         stage1,
-        lambda: tiled_selected_attention(q, k, v, idx, pos, cfg.block_size, SCALE),
         lambda: block_major_selected_attention(
             q, k, v, idx, 0, cfg.block_size, SCALE, cfg.init_blocks, cfg.local_blocks
         ),
     ]
     with torch.no_grad():
-        dense, sel, tiled, major = _best(fns, reps)
-        diff = float((fns[2]() - fns[3]()).abs().max())
+        dense, sel, major = _best(fns, reps)
     row = {
         "length": s,
         "inputs": inputs if inputs == "random" else f"docs, layer {layer}",
         "dense_s": dense,
         "stage1_s": sel,
-        "tiled_s": tiled,
         "block_major_s": major,
-        "stage2_speedup": tiled / major,
-        "layer_speedup_tiled": dense / (sel + tiled),
         "layer_speedup_block_major": dense / (sel + major),
-        "max_abs_diff": diff,
     }
     print({k: round(x, 4) if isinstance(x, float) else x for k, x in row.items()}, flush=True)
     return row
@@ -136,10 +129,12 @@ def _plot(rows: list[dict[str, Any]], path: pathlib.Path) -> None:
         sub = [r for r in rows if r["inputs"] == kind]
         x = range(len(sub))
         w = 0.2
-        parts = [("dense", "dense_s"), ("stage 1", "stage1_s"), ("tiled", "tiled_s"),
+        names = [("dense", "dense_s"), ("stage 1", "stage1_s"), ("tiled", "tiled_s"),
                  ("block-major", "block_major_s")]  # fmt: skip
+        parts = [(label, key) for label, key in names if all(key in r for r in sub)]
         for i, (label, key) in enumerate(parts):
-            ax.bar([j + (i - 1.5) * w for j in x], [r[key] for r in sub], w, label=label)
+            off = (i - (len(parts) - 1) / 2) * w
+            ax.bar([j + off for j in x], [r[key] for r in sub], w, label=label)
         ax.set_xticks(list(x), [f"{r['length'] // 1024}K" for r in sub])
         ax.set_yscale("log")
         ax.set_ylabel("CPU seconds (one thread)")

@@ -45,7 +45,7 @@ def test_sparse_with_every_block_kept_generates_like_dense(gemma3) -> None:
     model, tok = gemma3
     ids = _ids(tok, 700)
     # Sparse from 256 keys on; 16 blocks of 64 cover every causal block of <= 1024 keys.
-    cfg = DSSAConfig.small(dense_len=256, window_size=256, topk=16)
+    cfg = DSSAConfig.small(dense_len=256, window=256, topk=16)
     with torch.no_grad():
         ref_logits = model(ids).logits
         dense = model.generate(ids, max_new_tokens=8, do_sample=False)
@@ -59,7 +59,7 @@ def test_sparse_with_every_block_kept_generates_like_dense(gemma3) -> None:
 def test_sparse_with_few_blocks_leaves_out_keys_only_beyond_the_budget(gemma3) -> None:
     model, tok = gemma3
     ids = _ids(tok, 700)
-    cfg = DSSAConfig.small(dense_len=256, window_size=128, topk=4)  # 4 of 11 blocks
+    cfg = DSSAConfig.small(dense_len=256, window=128, topk=4)  # 4 of 11 blocks
     with torch.no_grad():
         ref = model(ids).logits
         with enable_dssa(model, cfg):

@@ -42,7 +42,7 @@ def test_sparse_dssa_answers_niah_like_dense(smollm2, preset: str) -> None:
     model, tok = smollm2
     ids, answer = _prompt_ids(tok, 1500, seed=1)
     make = getattr(DSSAConfig, preset)
-    cfg = make(dense_len=512, topk=8, window_size=256)  # 8 of ~25 blocks
+    cfg = make(dense_len=512, topk=8, window=256)  # 8 of ~25 blocks
     assert ids.shape[1] > cfg.dense_len
     with torch.no_grad():
         dense = model.generate(ids, max_new_tokens=12, do_sample=False)
