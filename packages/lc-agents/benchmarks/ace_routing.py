@@ -81,8 +81,9 @@ from lc_agents.ace.roles import Generation
 
 ROOT = Path(__file__).resolve().parents[3]
 OUT = ROOT / "docs" / "benchmarks" / "lc-agents-ace"
-CONDITIONS = ("base", "ace", "rewrite", "oracle")
-LEARNED = ("ace", "rewrite")
+CONDITIONS = ("base", "ace", "ace_add", "rewrite", "oracle")
+LEARNED = ("ace", "ace_add", "rewrite")
+PLAYBOOKS = ("ace", "ace_add")
 SECTION = "routing"
 
 TEMPLATES = (
@@ -391,6 +392,7 @@ def _chat_fn(engine: Engine, role: str, max_tokens: int, prefill: str = "") -> A
 
 
 CURATOR_PREFILL = '{"operations": [{"op": "'
+CURATOR_ADD_PREFILL = '{"operations": [{"op": "ADD", "content": "'
 REFLECTOR_PREFILL = '{"insights": ["'
 PROMPTS = replace(
     DEFAULT_PROMPTS,
@@ -398,6 +400,15 @@ PROMPTS = replace(
         "You review an answer to a support ticket. Reply with one JSON object "
         '{{"insights": [<one short rule that decides tickets like this one, with its '
         "exact product code, amount and queue code>]}}."
+    ),
+)
+PROMPTS_ADD = replace(
+    PROMPTS,
+    curator_system=(
+        "You maintain a playbook of notes. Given lessons from a review, add what the "
+        'playbook does not already state. Reply with one JSON object {{"operations": '
+        '[{{"op": "ADD", "content": <new note>}}, ...]}} (an empty list when nothing is '
+        "new). Sections in use: {sections}."
     ),
 )
 REWRITE_PREFILL = "- "
@@ -436,15 +447,15 @@ class MemoryState:
     text: str = ""
 
     def render(self) -> str:
-        if self.condition == "ace":
+        if self.condition in PLAYBOOKS:
             return self.store.render(show_counters=False) if len(self.store) else ""
         return self.text
 
     def dump(self) -> str:
-        return self.store.to_json() if self.condition == "ace" else self.text
+        return self.store.to_json() if self.condition in PLAYBOOKS else self.text
 
     def load(self, state: str) -> None:
-        if self.condition == "ace":
+        if self.condition in PLAYBOOKS:
             self.store = PlaybookStore()
             self.store.load_json(state)
         else:
@@ -479,12 +490,21 @@ def update_ace(
             ),
             insights=[rules[ticket.rule].text()],
         )
+    add_only = mem.condition == "ace_add"
     curator = Curator(
-        _chat_fn(engine, "curator", settings.curator_tokens, CURATOR_PREFILL),
+        _chat_fn(
+            engine,
+            "curator",
+            settings.curator_tokens,
+            CURATOR_ADD_PREFILL if add_only else CURATOR_PREFILL,
+        ),
         default_section=SECTION,
-        prompts=PROMPTS,
+        prompts=PROMPTS_ADD if add_only else PROMPTS,
     )
     curation = curator.curate(reflection, mem.store, item=ticket.id)
+    if add_only:  # as in the reference implementation: only ADD operations are applied
+        curation.rejected += [(d.to_dict(), "not an ADD") for d in curation.deltas if d.op != "ADD"]
+        curation.deltas = [d for d in curation.deltas if d.op == "ADD"]
     report = mem.store.apply(curation.deltas, on_invalid="skip")
     merged = 0
     if settings.dedup_threshold < 1.0 and len(mem.store) > 1:
@@ -612,7 +632,7 @@ def train(
             prediction, _ = predict(engine, mem.render(), ticket, queues)
         t_pred = time.perf_counter() - t0
         feedback = ticket.feedback(prediction, task.rules)
-        if condition == "ace":
+        if condition in PLAYBOOKS:
             info = update_ace(
                 engine, mem, ticket, prediction, feedback, task.rules, settings, embedder
             )
@@ -714,18 +734,28 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, c - h), min(1.0, c + h))
 
 
+def sign_test(wins: int, losses: int) -> float:
+    """Two-sided exact sign test of ``wins`` against ``losses`` (ties dropped)."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = min(wins, losses)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
 def summarise(task: RoutingTask, records: Records, settings: Settings) -> dict[str, Any]:
     """Accuracy with Wilson intervals, retention curves and costs from the records."""
     seed = task.seed
     acc: dict[str, Any] = {}
     answered = {c: records.select("test", c, seed) for c in CONDITIONS}
     answered = {c: rows for c, rows in answered.items() if rows}
-    # compare on the tickets every condition answered (all of them in a finished run)
-    common = (
-        set.intersection(*({r["item"] for r in rows} for rows in answered.values()))
-        if answered
-        else set()
-    )
+    # compare on the tickets every finished condition answered (all of them when every
+    # condition finished); a condition still under way is scored on its share of those
+    finished = [c for c, rows in answered.items() if len(rows) == len(task.test)]
+    pool = [answered[c] for c in finished] or list(answered.values())
+    common = set.intersection(*({r["item"] for r in rows} for rows in pool)) if pool else set()
+
     for c, all_rows in answered.items():
         rows = [r for r in all_rows if r["item"] in common]
         if not rows:
@@ -747,6 +777,28 @@ def summarise(task: RoutingTask, records: Records, settings: Settings) -> dict[s
         entry["test_seconds"] = round(sum(r["seconds"] for r in rows), 1)
         entry["seconds_per_test_item"] = round(entry["test_seconds"] / len(rows), 3)
         acc[c] = entry
+    paired = {}
+    for a, b in (
+        ("ace", "base"),
+        ("ace", "rewrite"),
+        ("ace_add", "ace"),
+        ("ace_add", "rewrite"),
+        ("oracle", "ace"),
+        ("oracle", "ace_add"),
+        ("rewrite", "base"),
+    ):
+        if a in answered and b in answered:
+            ra = {r["item"]: bool(r["correct"]) for r in answered[a] if r["item"] in common}
+            rb = {r["item"]: bool(r["correct"]) for r in answered[b] if r["item"] in common}
+            both = sorted(set(ra) & set(rb))
+            wins = sum(ra[i] and not rb[i] for i in both)
+            losses = sum(rb[i] and not ra[i] for i in both)
+            paired[f"{a} vs {b}"] = {
+                "n": len(both),
+                "only_first_right": wins,
+                "only_second_right": losses,
+                "sign_test_p": round(sign_test(wins, losses), 4),
+            }
     first_seen: dict[int, int] = {}
     for i, t in enumerate(task.train):
         first_seen.setdefault(t.rule, i)
@@ -793,7 +845,7 @@ def summarise(task: RoutingTask, records: Records, settings: Settings) -> dict[s
             "final_memory": rows[-1]["memory"],
             "retention": curve,
         }
-        if c == "ace":
+        if c in PLAYBOOKS:
             info["curation_errors"] = sum(r["curation_error"] is not None for r in rows)
             info["steps_without_delta"] = sum(not r["deltas"] for r in rows)
             info["merged"] = sum(r["merged"] for r in rows)
@@ -812,6 +864,7 @@ def summarise(task: RoutingTask, records: Records, settings: Settings) -> dict[s
         "chance": 1 / len(task.rules),
         "common_test_items": len(common),
         "accuracy": acc,
+        "paired": paired,
         "learned": learned,
     }
 
@@ -842,7 +895,7 @@ def plot(summary: Mapping[str, Any], path: Path) -> None:
     a1.set_ylabel("test accuracy (95% Wilson)")
     a1.set_ylim(0, 1)
     a1.legend(fontsize=8)
-    for c, style in (("ace", "-"), ("rewrite", "--")):
+    for c, style in (("ace", "-"), ("ace_add", "-."), ("rewrite", "--")):
         if c not in summary["learned"]:
             continue
         curve = summary["learned"][c]["retention"]
@@ -917,7 +970,7 @@ def main() -> None:
         engine = LocalEngine()
         conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
         embedder = None
-        if "ace" in conditions:
+        if set(conditions) & set(PLAYBOOKS):
             from lc_agents.retrieval import MiniLMEmbedder
 
             embedder = MiniLMEmbedder()

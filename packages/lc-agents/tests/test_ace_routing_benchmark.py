@@ -121,6 +121,13 @@ def test_retention_needs_product_threshold_and_queue_on_one_line() -> None:
     assert bench.retained("- KD-37 under $120 go to R41", [rule]) == [False]
 
 
+def test_sign_test() -> None:
+    assert bench.sign_test(0, 0) == 1.0
+    assert bench.sign_test(5, 5) == 1.0
+    assert bench.sign_test(10, 0) == pytest.approx(2 / 1024)
+    assert bench.sign_test(8, 2) == pytest.approx(2 * 56 / 1024)
+
+
 def test_wilson_interval() -> None:
     lo, hi = bench.wilson(50, 100)
     assert lo == pytest.approx(0.4038, abs=1e-3)
