@@ -29,6 +29,8 @@ the codes' second tokens):
   ``--reflector feedback`` (default, to keep CPU cost possible) the lesson is the
   feedback's stated rule; ``--reflector model`` asks the model as reflector first. No
   fallback: an unparseable curator reply adds nothing;
+* ``ace_add``: the same with the curator limited to ADD operations (as the reference
+  implementation of ACE applies only ADDs);
 * ``rewrite``: a Dynamic-Cheatsheet-style memory: after each item the model rewrites one
   cheatsheet, bounded by ``--rewrite-tokens`` new tokens;
 * ``oracle``: the 24 true rules as notes: the ceiling of this answerer.
@@ -48,6 +50,7 @@ processes side by side that share the records file:
     nice -n 5 uv run python packages/lc-agents/benchmarks/ace_routing.py --conditions ace &
     nice -n 5 uv run python packages/lc-agents/benchmarks/ace_routing.py --conditions rewrite &
     nice -n 5 uv run python packages/lc-agents/benchmarks/ace_routing.py --conditions oracle,base &
+    nice -n 5 uv run python packages/lc-agents/benchmarks/ace_routing.py --conditions ace_add
 The larger design the task generator also makes (12 products, 100 training items, 200
 test tickets): ``--products 12 --train 100 --test 200`` (about four times the CPU).
 Pilot: ``--train 16 --test 6 --out /tmp/ace-pilot``.
@@ -895,20 +898,21 @@ def plot(summary: Mapping[str, Any], path: Path) -> None:
     a1.set_ylabel("test accuracy (95% Wilson)")
     a1.set_ylim(0, 1)
     a1.legend(fontsize=8)
-    for c, style in (("ace", "-"), ("ace_add", "-."), ("rewrite", "--")):
+    colors = {"ace": "tab:green", "ace_add": "tab:purple", "rewrite": "tab:red"}
+    for c, color in colors.items():
         if c not in summary["learned"]:
             continue
         curve = summary["learned"][c]["retention"]
         xs = [p["step"] for p in curve]
-        a2.plot(xs, [p["retained_seen"] for p in curve], style, label=f"{c}: rules seen so far")
-        a2.plot(
-            xs, [p["retained_early"] for p in curve], style, label=f"{c}: early rules", alpha=0.6
-        )
+        seen = [p["retained_seen"] for p in curve]
+        a2.plot(xs, seen, "-", color=color, label=f"{c}: rules taught so far")
+        early = [p["retained_early"] for p in curve]
+        a2.plot(xs, early, ":", color=color, label=f"{c}: early rules", lw=2)
     a2.axvline(summary["settings"]["n_train"] / 2, color="grey", ls=":", lw=1)
     a2.set_xlabel("memory updates")
     a2.set_ylabel("rules still stated exactly")
-    a2.set_ylim(-0.02, 1.02)
-    a2.legend(fontsize=8)
+    a2.set_ylim(-0.02, 1.05)
+    a2.legend(fontsize=7, loc="center right")
     fig.suptitle("ACE vs rewrite memory, Qwen2.5-Coder-0.5B-Instruct", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
