@@ -27,9 +27,8 @@ import torch
 import torch.nn.functional as F
 
 import lc_attention.hf
-from lc_attention.dssa import DSSAConfig
+from lc_attention.dssa import DSSAConfig, sparse_stage
 from lc_attention.dssa.selection import query_groups
-from lc_attention.dssa.sparse import block_major_selected_attention
 from lc_kernels.compressed_attention import topk_blocks_from_scores
 
 CHUNK = 256  # queries whose [chunk, HQ, S] probabilities are held at a time
@@ -96,18 +95,7 @@ def oracle_dssa_attention(
     idx = topk_blocks_from_scores(
         scores, config.block_size, config.topk, config.init_blocks, config.local_blocks, last
     )
-    return block_major_selected_attention(
-        query,
-        key,
-        value,
-        idx,
-        start,
-        config.block_size,
-        sc,
-        config.init_blocks,
-        config.local_blocks,
-        query_block=config.query_block,
-    )
+    return sparse_stage(query, key, value, idx, config, sc)
 
 
 @dataclass(frozen=True)

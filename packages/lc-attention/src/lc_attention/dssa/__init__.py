@@ -11,7 +11,7 @@ to a pretrained model without training (see [lc_attention.hf][]).
 
 from __future__ import annotations
 
-from lc_attention.dssa.attention import dense_attention, dssa_attention
+from lc_attention.dssa.attention import dense_attention, dssa_attention, sparse_stage
 from lc_attention.dssa.cache import CompressedKeyCache
 from lc_attention.dssa.config import DSSAConfig
 from lc_attention.dssa.selection import (
@@ -36,4 +36,5 @@ __all__ = [
     "dssa_attention",
     "select_blocks",
     "select_group_blocks",
+    "sparse_stage",
 ]

@@ -248,11 +248,42 @@ def dssa_attention(
     if cache is not None and t == s:
         cache.reset()  # a prefill without past keys starts a new sequence
     start = s - t
-    qb = config.query_block
     with torch.no_grad():  # the selection is discrete: gradients flow through stage 2 only
         k_cmp = cache.update(key, config) if cache is not None else compress_keys(key, config)
         idx = select_group_blocks(query, k_cmp, start, s, config, sc)  # [B, NG, H_kv, K]
-    allowed_pad = _bool_mask(attention_mask)
+    return sparse_stage(query, key, value, idx, config, sc, _bool_mask(attention_mask), kv_valid)
+
+
+def sparse_stage(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    idx: torch.Tensor,
+    config: DSSAConfig,
+    scale: float,
+    allowed_pad: torch.Tensor | None = None,
+    kv_valid: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """DSSA's second stage: attention of every query over the blocks ``idx`` selected,
+    on the path [sparse_path][lc_attention.dssa.attention.sparse_path] chooses.
+
+    Args:
+        query: ``[B, T, HQ, D]`` queries, the last ``T`` of the ``S`` key positions.
+        key: ``[B, S, H_kv, D]`` keys.
+        value: ``[B, S, H_kv, D]`` values.
+        idx: ``[B, NG, H_kv, K]`` block ids, one row per group of ``config.query_block``
+            queries (``-1`` = unused slot), as
+            [select_group_blocks][lc_attention.dssa.selection.select_group_blocks] returns.
+        config: the layer's config (block size, forced blocks, backend).
+        scale: softmax scale.
+        allowed_pad: optional ``[B or 1, 1, T, S]`` bool mask (True = attend).
+        kv_valid: optional ``[B, S]`` bool, True for real keys.
+
+    Returns:
+        ``[B, T, HQ, D]``.
+    """
+    t, s = query.shape[1], key.shape[1]
+    start, qb = s - t, config.query_block
     if allowed_pad is not None and allowed_pad.shape[0] != query.shape[0]:
         allowed_pad = allowed_pad.expand(query.shape[0], -1, -1, -1)  # a view: batch 1
     use_triton = config.backend == "triton" or (config.backend == "auto" and query.is_cuda)
@@ -265,7 +296,7 @@ def dssa_attention(
             value.contiguous(),
             idx.contiguous(),
             config.block_size,
-            sc,
+            scale,
             backend="triton",
             kv_valid=kv_valid,
             check=False,  # the selection is causal by construction
@@ -279,7 +310,7 @@ def dssa_attention(
         idx,
         start,
         config.block_size,
-        sc,
+        scale,
         config.init_blocks,
         config.local_blocks,
         allowed_pad=allowed_pad,
