@@ -14,6 +14,7 @@ import pytest
 
 MODULES = [
     "lc_agents._moved",
+    "lc_agents._validation",
     "lc_agents.contextnav.pool",
     "lc_agents.memagent.agent",
     "lc_agents.retrieval.embedders",

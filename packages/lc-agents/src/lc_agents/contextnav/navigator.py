@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from lc_agents._validation import check_fields
 from lc_agents.contextnav.alignment import filter_label_space, filter_structure, infer_label_space
 from lc_agents.contextnav.graph import END, START, Chain, OperationalGrammarGraph, RefineStep
 from lc_agents.contextnav.items import Candidate, ContextItem
@@ -124,11 +125,7 @@ class ContextNavConfig:
             ),
             ("refine_budget", self.refine_budget, self.refine_budget >= 1, ">= 1"),
         ]
-        for name, value, ok, allowed in checks:
-            if not ok:
-                raise ValueError(
-                    f"ContextNavConfig.{name}={value!r} is invalid; allowed: {allowed}"
-                )
+        check_fields("ContextNavConfig", checks)
 
 
 @dataclass

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lc_agents._validation import check_fields
 from lc_agents.ldar.bands import Band
 from lc_agents.ldar.data import LdarExample
 from lc_agents.ldar.features import N_FEATURES, similarity_features, sort_similarities
@@ -76,9 +77,7 @@ class LdarConfig:
             ("lr", self.lr, self.lr > 0, "> 0"),
             ("weight_decay", self.weight_decay, self.weight_decay >= 0, ">= 0"),
         ]
-        for name, value, ok, allowed in checks:
-            if not ok:
-                raise ValueError(f"LdarConfig.{name}={value!r} is invalid; allowed: {allowed}")
+        check_fields("LdarConfig", checks)
 
 
 def _batch(profiles: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
