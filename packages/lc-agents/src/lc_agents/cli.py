@@ -161,6 +161,10 @@ TokenizerOption = Annotated[
         f"embedded model name (default: {DEFAULT_CHAT_MODEL}'s)."
     ),
 ]
+# the API key for --endpoint (`ask` and `arena` call it --api-key, `serve` --endpoint-api-key)
+ApiKeyOption = Annotated[
+    str | None, typer.Option(envvar="OPENAI_API_KEY", help="API key for --endpoint.")
+]
 
 
 def check_options(
@@ -333,9 +337,7 @@ def ask(
     seed: Annotated[int, typer.Option(help="Seed of the demo document.")] = DEMO_SEED,
     endpoint: EndpointOption = None,
     model: ModelOption = None,
-    api_key: Annotated[
-        str | None, typer.Option(envvar="OPENAI_API_KEY", help="API key for --endpoint.")
-    ] = None,
+    api_key: ApiKeyOption = None,
     timeout: Annotated[
         float | None,
         typer.Option(help="Seconds each request to --endpoint may take (default 120)."),
@@ -532,9 +534,7 @@ def serve(
         str | None, typer.Option(help="Backend: OpenAI-compatible server URL.")
     ] = None,
     model: ModelOption = None,
-    endpoint_api_key: Annotated[
-        str | None, typer.Option(envvar="OPENAI_API_KEY", help="API key for --endpoint.")
-    ] = None,
+    endpoint_api_key: ApiKeyOption = None,
     chunk_tokens: ChunkTokensOption = None,
     memory_tokens: MemoryTokensOption = None,
     plain: PlainOption = False,
@@ -678,9 +678,7 @@ def arena(
     model: Annotated[
         str | None, typer.Option(help="Model name for --endpoint, or a local model directory.")
     ] = None,
-    api_key: Annotated[
-        str | None, typer.Option(envvar="OPENAI_API_KEY", help="API key for --endpoint.")
-    ] = None,
+    api_key: ApiKeyOption = None,
     name: Annotated[str | None, typer.Option(help="Name of the model on the leaderboard.")] = None,
     retriever: Annotated[
         str, typer.Option(help="Context: auto (RACG if available), racg, or files.")
