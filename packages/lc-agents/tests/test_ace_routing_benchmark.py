@@ -230,32 +230,20 @@ def test_resume_after_a_crash_matches_an_uninterrupted_run(tmp_path: Path) -> No
     task = bench.make_routing_task(0, n_products=2, n_train=8, n_test=6)
     settings = bench.Settings(n_products=2, n_train=8, n_test=6)
     conds = ["base", "ace", "rewrite", "oracle"]
+
+    def run(engine: ScriptedEngine, records: bench.Records) -> None:
+        bench.run(engine, task, conds, records, settings, embedder=Flat(), log=lambda _: None)
+
     whole = bench.Records(tmp_path / "whole.jsonl")
-    bench.run(ScriptedEngine(), task, conds, whole, settings, embedder=Flat(), log=lambda _: None)
+    run(ScriptedEngine(), whole)
 
     path = tmp_path / "cut.jsonl"
     with pytest.raises(RuntimeError, match="simulated crash"):
-        bench.run(
-            ScriptedEngine(fail_after=17),
-            task,
-            conds,
-            bench.Records(path),
-            settings,
-            embedder=Flat(),
-            log=lambda _: None,
-        )
+        run(ScriptedEngine(fail_after=17), bench.Records(path))
     done = len(path.read_text().splitlines())
     assert 0 < done < len(whole.rows)
     resumed_engine = ScriptedEngine()
-    bench.run(
-        resumed_engine,
-        task,
-        conds,
-        bench.Records(path),
-        settings,
-        embedder=Flat(),
-        log=lambda _: None,
-    )
+    run(resumed_engine, bench.Records(path))
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     keys = [bench.Records.key(r) for r in lines]
     assert len(keys) == len(set(keys)) == len(whole.rows)  # nothing redone, nothing missing
@@ -264,7 +252,7 @@ def test_resume_after_a_crash_matches_an_uninterrupted_run(tmp_path: Path) -> No
         assert _strip(again.select(phase, c, 0)) == _strip(whole.select(phase, c, 0))
     # a finished run does no work when started again
     idle = ScriptedEngine(fail_after=0)
-    bench.run(idle, task, conds, bench.Records(path), settings, embedder=Flat(), log=lambda _: None)
+    run(idle, bench.Records(path))
     assert idle.calls == 0
 
 

@@ -33,6 +33,22 @@ def ask(*args: str):
     return runner.invoke(app, ["ask", *args])
 
 
+def ask_endpoint(doc, tiny_model_dir, url: str, *extra: str, question: str = "What?"):
+    """``ask`` about ``doc`` through the server at ``url`` (model ``m``, the tiny tokenizer)."""
+    return ask(
+        str(doc),
+        "-q",
+        question,
+        "--endpoint",
+        url,
+        "--model",
+        "m",
+        "--tokenizer",
+        str(tiny_model_dir),
+        *extra,
+    )
+
+
 def one_error(r, code: int | None = None) -> str:
     """The single ``error:`` line of a failed run (and no traceback anywhere)."""
     assert r.exit_code != 0, r.output
@@ -115,17 +131,7 @@ def test_endpoint_without_scheme_suggests_the_url(doc) -> None:
 
 def test_unreachable_backend(doc, tiny_model_dir) -> None:
     port = free_port()
-    r = ask(
-        str(doc),
-        "-q",
-        "What?",
-        "--endpoint",
-        f"http://127.0.0.1:{port}/v1",
-        "--model",
-        "m",
-        "--tokenizer",
-        str(tiny_model_dir),
-    )
+    r = ask_endpoint(doc, tiny_model_dir, f"http://127.0.0.1:{port}/v1")
     line = one_error(r, 1)
     assert "cannot reach" in line
     assert "ConnectError" in line
@@ -133,35 +139,13 @@ def test_unreachable_backend(doc, tiny_model_dir) -> None:
 
 def test_a_slow_server_times_out(doc, tiny_model_dir) -> None:
     with ScriptedServer([(200, "late")], delay=1.5) as srv:
-        r = ask(
-            str(doc),
-            "-q",
-            "What?",
-            "--endpoint",
-            srv.url,
-            "--model",
-            "m",
-            "--tokenizer",
-            str(tiny_model_dir),
-            "--timeout",
-            "0.2",
-        )
+        r = ask_endpoint(doc, tiny_model_dir, srv.url, "--timeout", "0.2")
     assert "did not answer within 0.2 s" in one_error(r, 1)
 
 
 def test_empty_model_reply(doc, tiny_model_dir) -> None:
     with ScriptedServer([(200, "")]) as srv:
-        r = ask(
-            str(doc),
-            "-q",
-            "What?",
-            "--endpoint",
-            srv.url,
-            "--model",
-            "m",
-            "--tokenizer",
-            str(tiny_model_dir),
-        )
+        r = ask_endpoint(doc, tiny_model_dir, srv.url)
     assert "empty reply" in one_error(r, 1)
 
 
@@ -178,19 +162,8 @@ def _reply(answer: str, memory: str = "The river gauge read 5471234."):
 def _ask_over_http(doc, tiny_model_dir, reply, *extra: str, question="What did the gauge read?"):
     """``ask`` about ``doc`` over a scripted server; (result, number of requests)."""
     with ScriptedServer([(200, reply)]) as srv:
-        r = ask(
-            str(doc),
-            "-q",
-            question,
-            "--endpoint",
-            srv.url,
-            "--model",
-            "m",
-            "--tokenizer",
-            str(tiny_model_dir),
-            "--chunk-tokens",
-            "64",
-            *extra,
+        r = ask_endpoint(
+            doc, tiny_model_dir, srv.url, "--chunk-tokens", "64", *extra, question=question
         )
         return r, len(srv.requests)
 
