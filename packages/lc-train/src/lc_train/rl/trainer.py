@@ -239,6 +239,21 @@ def _micro_batches(n: int, size: int) -> list[slice]:
     return [slice(start, min(n, start + size)) for start in range(0, n, size)]
 
 
+def _optimizer_step(
+    model: Any, optimizer: torch.optim.Optimizer, max_grad_norm: float | None
+) -> float:
+    """Clip the trainable parameters' gradient norm to ``max_grad_norm`` (``None``: no
+    clipping), step ``optimizer`` and clear the gradients; returns the norm before
+    clipping (``0.0`` without clipping)."""
+    grad_norm = 0.0
+    if max_grad_norm is not None:
+        params = [p for p in model.parameters() if p.requires_grad]
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return grad_norm
+
+
 def dapo_step(
     model: Any,
     optimizer: torch.optim.Optimizer | None,
@@ -313,11 +328,7 @@ def dapo_step(
         clipped += float(((low | high) & target).sum())
     loss_sum, clipped = _sum_over_ranks([loss_sum, clipped], group, device)
     if optimizer is not None:
-        params = [p for p in model.parameters() if p.requires_grad]
-        if max_grad_norm is not None:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        grad_norm = _optimizer_step(model, optimizer, max_grad_norm)
     return {
         "loss": loss_sum,
         "clip_frac": clipped / total,
@@ -365,11 +376,7 @@ def sft_step(
         loss_sum += float(loss.detach()) / world
     (loss_sum,) = _sum_over_ranks([loss_sum], group, device)
     if optimizer is not None:
-        params = [p for p in model.parameters() if p.requires_grad]
-        if max_grad_norm is not None:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        grad_norm = _optimizer_step(model, optimizer, max_grad_norm)
     return {"loss": loss_sum, "tokens": float(total), "grad_norm": grad_norm}
 
 
