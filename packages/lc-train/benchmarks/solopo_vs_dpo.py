@@ -28,24 +28,16 @@ import json
 import os
 import platform
 import random
-import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-# Large allocations go through mmap so freed tensors leave the resident set at once and
-# peak RSS tracks live memory (set before the C allocator starts, hence the re-exec).
-if os.environ.get("MALLOC_MMAP_THRESHOLD_") is None:
-    os.environ["MALLOC_MMAP_THRESHOLD_"] = "65536"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
-
 import matplotlib
+from _measure import PeakRSS  # first: re-executes with mmap'd large allocations
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-import psutil
 import torch
 
 from lc_evals.report import wilson_interval
@@ -60,37 +52,6 @@ def distractor_paragraphs(seed: int, count: int = 400) -> list[str]:
     rng = random.Random(seed)
     stream = essay_sentences(rng)
     return [" ".join(next(stream) for _ in range(3)) for _ in range(count)]
-
-
-class PeakRSS:
-    """Samples the resident set size in a thread; ``peak`` above ``baseline`` in MiB."""
-
-    def __init__(self, interval: float = 0.005) -> None:
-        self.proc = psutil.Process()
-        self.interval = interval
-        self.peak = 0
-        self.baseline = self.proc.memory_info().rss
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self.proc.memory_info().rss)
-            time.sleep(self.interval)
-
-    def __enter__(self) -> PeakRSS:
-        gc.collect()
-        self.baseline = self.proc.memory_info().rss
-        self.peak = self.baseline
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def mib(self) -> float:
-        return (self.peak - self.baseline) / 2**20
 
 
 def make_step_meter(device: str) -> Any:
