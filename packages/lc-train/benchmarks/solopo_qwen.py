@@ -312,6 +312,32 @@ def summary(args: argparse.Namespace, work: Work, trained: dict) -> dict:
     return rows
 
 
+def markdown_table(result: dict) -> str:
+    """The results as the guide's table: accuracy [95% CI] per length, McNemar p-values
+    against the base model and (for ``+solora``) against the method without it."""
+    lens = result["eval_lens"]
+    head = ["method"] + [f"acc @ {n:,} ({n / result['train_len']:.0f}x)" for n in lens]
+    head += ["p vs base", "p vs no SoLo-RA", "train s", "peak MiB"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name, row in result["results"].items():
+        cells = [row.get(str(n)) for n in lens]
+        acc = [
+            f"{c['accuracy']:.2f} [{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}] (n = {c['n']})"
+            if c
+            else "-"
+            for c in cells
+        ]
+
+        def p(key: str, cells: list = cells) -> str:
+            return " / ".join(f"{c[key]['p_value']:.2g}" if c and key in c else "-" for c in cells)
+
+        train = row.get("train", {})
+        cols = [name, *acc, p("vs_base"), p("vs_without_solora")]
+        cols += [str(train.get("train_seconds", "-")), str(train.get("peak_mib", "-"))]
+        lines.append("| " + " | ".join(cols) + " |")
+    return "\n".join(lines)
+
+
 def plot(result: dict, path: Path) -> None:
     lens = result["eval_lens"]
     fig, ax = plt.subplots(figsize=(7.5, 4))
@@ -448,6 +474,7 @@ def main(argv: list[str] | None = None) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.tag}.json").write_text(json.dumps(result, indent=1) + "\n")
     plot(result, args.out / f"{args.tag}.png")
+    print(markdown_table(result))
     print(
         json.dumps(
             {
