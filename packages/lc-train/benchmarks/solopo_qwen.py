@@ -43,6 +43,7 @@ from _measure import PeakRSS  # first: re-executes with mmap'd large allocations
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import torch
+from tqdm import tqdm
 
 from lc_evals.report import compare, wilson_interval
 from lc_evals.results import Result
@@ -203,6 +204,8 @@ def train(
     order = random.Random(args.seed)
     log = []
     t0 = time.perf_counter()
+    steps = args.epochs * -(-len(data) // args.batch)
+    bar = tqdm(total=steps, desc=f"training {method}", leave=False)
     with PeakRSS() as rss:
         for epoch in range(args.epochs):
             idx = list(range(len(data)))
@@ -233,7 +236,10 @@ def train(
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, 1.0)
                 opt.step()
-                log.append({"epoch": epoch, "loss": float(loss), **metrics})
+                log.append({"epoch": epoch, "loss": float(loss.detach()), **metrics})
+                bar.update()
+                bar.set_postfix(loss=f"{log[-1]['loss']:.3f}")
+    bar.close()
     stats = {
         "train_seconds": round(time.perf_counter() - t0, 1),
         "steps": len(log),
@@ -259,7 +265,7 @@ def evaluate(method: str, model: Any, work: Work, evals: dict, tok: Any, firsts:
             else set()
         )
         with path.open("a") as f:
-            for item in items:
+            for item in tqdm(items, desc=f"{method} @ {length}", leave=False):
                 if item.id in done:
                     continue
                 h = work.states(f"eval-{length}-{item.id}", prompt_ids(tok, item), None)
@@ -410,16 +416,14 @@ def main(argv: list[str] | None = None) -> dict:
         raise RuntimeError("the places' first tokens collide; the choice would be ambiguous")
 
     pairs, evals = build(args, tok)
-    print(f"states of {len(pairs)} training pairs", flush=True)
     data = []
-    for i, pair in enumerate(pairs):
+    for i, pair in enumerate(tqdm(pairs, desc="states of the training pairs")):
         seqs = sequences(tok, pair)
         data.append(
             {k: (ids, n, work.states(f"train-{i}-{k}", ids, lower)) for k, (ids, n) in seqs.items()}
         )
     for length, items in evals.items():
-        print(f"states of {len(items)} items at {length} tokens", flush=True)
-        for item in items:
+        for item in tqdm(items, desc=f"states of {len(items)} items at {length} tokens"):
             work.states(f"eval-{length}-{item.id}", prompt_ids(tok, item), lower)
 
     base = make_upper()
