@@ -47,9 +47,10 @@ condition (``lc_evals.report.compare``), passage tokens read per question.
 Full run (>= 100 test items; all conditions):
     uv run python packages/lc-agents/benchmarks/ldar_nearmiss.py --device cuda
     OMP_NUM_THREADS=1 nice -n 15 uv run python packages/lc-agents/benchmarks/ldar_nearmiss.py
-(CPU, one thread: about 40 s of band answers per item and 2-3 min for each whole
-context, about 9 hours for 200 training and 120 test items.)
-Pilot (writes ``ldar_nearmiss_pilot.*``, not a result):
+(CPU, one thread: about 35 CPU-seconds of band answers per item and 4-5 CPU-minutes
+for each 8.7K-token whole context, about 13 CPU-hours for 200 training and 120 test
+items, 9 of them whole contexts; a GPU should take minutes, not timed.)
+Pilot (writes ``ldar_nearmiss_pilot.*``, not a result; about 45 min on the shared CPU):
     OMP_NUM_THREADS=1 nice -n 15 uv run python packages/lc-agents/benchmarks/ldar_nearmiss.py \\
         --name ldar_nearmiss_pilot --train 10 --test 24 --label-test 8 --whole-items 3
 """
