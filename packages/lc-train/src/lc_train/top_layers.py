@@ -85,13 +85,13 @@ def split_top_layers(
         config = _config(model.config, slice(n - k, n))
         config.tie_word_embeddings = False
         with torch.device("meta"):
-            top = type(model)(config)
+            top: Any = type(model)(config)
         top.model.embed_tokens = None  # the states come in as inputs_embeds
         top.model.layers = copy.deepcopy(layers[n - k :])
         for i, layer in enumerate(top.model.layers):  # cache slots count from 0 here
             for module in (layer, getattr(layer, "self_attn", None)):
                 if hasattr(module, "layer_idx"):
-                    module.layer_idx = i
+                    setattr(module, "layer_idx", i)  # noqa: B010
         top.model.norm = decoder.norm
         top.model.rotary_emb = decoder.rotary_emb
         top.lm_head = model.lm_head
