@@ -59,7 +59,6 @@ Pilot: ``--train 16 --test 6 --out /tmp/ace-pilot``.
 from __future__ import annotations
 
 import argparse
-import copy
 import fcntl
 import json
 import math
@@ -292,28 +291,25 @@ def routing_messages(memory: str, ticket: str) -> list[dict[str, str]]:
 class LocalEngine:
     """Candidate scoring and bounded generation with a transformers model.
 
-    Scoring keeps its own KV cache of the last prompt: the next prompt reuses its
-    longest common prefix (the notes), so a test ticket costs a forward over the ticket
-    tokens, then one batched forward (the cache copied per distinct candidate prefix)
-    for the candidates' later tokens. Generation goes through
-    :class:`~lc_agents.backends.LocalBackend` instances (one per role, each with its own
-    prefix cache), the reply optionally started by a ``prefill`` string.
+    Each role (``"score"`` for answering, the memory roles for generation) has its own
+    :class:`~lc_agents.backends.LocalBackend` sharing the weights, so each keeps its own
+    prefix cache: a test ticket reuses the cached notes and costs a forward over its
+    own tokens, then one batched forward for the codes' later tokens
+    (:meth:`~lc_agents.backends.LocalBackend.score_continuations`). A generated reply
+    can be started by a ``prefill`` string.
     """
 
-    def __init__(self, model: Any = None, tokenizer: Any = None) -> None:
+    def __init__(self, model: Any = None, tokenizer: Any = None, dtype: Any = None) -> None:
         from lc_agents.backends import LocalBackend
 
         self._backends: dict[str, Any] = {}
-        first = LocalBackend(model, tokenizer)
+        first = LocalBackend(model, tokenizer, dtype=dtype)
         self._backends["default"] = first
         self.model, self.tokenizer = first.model, first.tokenizer
-        self._ids: list[int] = []
-        self._cache: Any = None
         self.generated_tokens = 0
-        self.forwarded_tokens = 0
 
     def backend(self, role: str) -> Any:
-        """The generation backend of ``role`` (created on first use, sharing the weights)."""
+        """The backend of ``role`` (created on first use, sharing the weights)."""
         from lc_agents.backends import LocalBackend
 
         if role not in self._backends:
@@ -338,51 +334,9 @@ class LocalEngine:
         ids = self._backends["default"].prompt_ids(routing_messages(memory, ticket))
         return ids + self.tokenizer.encode(ASSISTANT_PREFIX, add_special_tokens=False)
 
-    def _forward(self, ids: Sequence[int], cache: Any) -> Any:
-        import torch
-
-        from lc_agents.backends.local import _cache_kwarg
-
-        x = torch.tensor([list(ids)], dtype=torch.long)
-        self.forwarded_tokens += len(ids)
-        out = self.model(input_ids=x, use_cache=True, **{_cache_kwarg(): cache})
-        return out.logits[0, -1].float().log_softmax(-1)
-
     def scores(self, memory: str, ticket: str, candidates: Sequence[str]) -> list[float]:
-        import torch
-        from transformers import DynamicCache
-
-        from lc_agents.backends.local import _cache_kwarg
-
-        ids = self.prompt_ids(memory, ticket)
         cands = [self.tokenizer.encode(" " + c, add_special_tokens=False) for c in candidates]
-        with torch.inference_mode():
-            n = 0
-            limit = min(len(self._ids), len(ids) - 1)
-            while n < limit and self._ids[n] == ids[n]:
-                n += 1
-            if self._cache is None or n == 0:
-                self._cache, n = DynamicCache(config=self.model.config), 0
-            elif self._cache.get_seq_length() > n:  # a negative argument drops that many
-                self._cache.crop(n - self._cache.get_seq_length())
-            first = self._forward(ids[n:], self._cache)
-            self._ids = list(ids)
-            # later tokens: one batched forward per prefix length, over copies of the cache
-            logp: dict[tuple[int, ...], Any] = {(): first}
-            prefixes = sorted({tuple(c[:k]) for c in cands for k in range(1, len(c))}, key=len)
-            by_len: dict[int, list[tuple[int, ...]]] = {}
-            for p in prefixes:
-                by_len.setdefault(len(p), []).append(p)
-            for _length, group in sorted(by_len.items()):
-                cache = copy.deepcopy(self._cache)
-                cache.batch_repeat_interleave(len(group))
-                x = torch.tensor([list(p) for p in group], dtype=torch.long)
-                self.forwarded_tokens += x.numel()
-                out = self.model(input_ids=x, use_cache=True, **{_cache_kwarg(): cache})
-                lp = out.logits[:, -1].float().log_softmax(-1)
-                for p, row in zip(group, lp, strict=True):
-                    logp[p] = row
-        return [float(sum(logp[tuple(c[:k])][c[k]] for k in range(len(c)))) for c in cands]
+        return self.backend("score").score_continuations(self.prompt_ids(memory, ticket), cands)
 
 
 # ---------------------------------------------------------------------------- memories
@@ -439,6 +393,7 @@ class Settings:
     dedup_threshold: float = 0.9
     retention_every: int = 4
     train_predict: bool = False
+    dtype: str = "float32"
 
 
 @dataclass
@@ -860,7 +815,7 @@ def summarise(task: RoutingTask, records: Records, settings: Settings) -> dict[s
         learned[c] = info
     return {
         "benchmark": "ACE on threshold routing (rules differing only in numbers and identifiers)",
-        "model": "Qwen2.5-Coder-0.5B-Instruct (embedded, fp32, CPU)",
+        "model": f"Qwen2.5-Coder-0.5B-Instruct (embedded, {settings.dtype}, CPU)",
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
         "settings": asdict(settings),
         "rules": [r.text() for r in task.rules],
@@ -919,20 +874,115 @@ def plot(summary: Mapping[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def pool_seeds(per_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    """One summary over several seeds' summaries: accuracies and paired counts summed
+    over all their test tickets, retention curves averaged step by step, costs averaged.
+
+    The result has the keys of one seed's summary (so :func:`plot` draws it) plus
+    ``seeds`` and ``per_seed``.
+    """
+    seeds = sorted(per_seed)
+    first = per_seed[seeds[0]]
+    acc: dict[str, Any] = {}
+    for c in CONDITIONS:
+        entries = [per_seed[s]["accuracy"][c] for s in seeds if c in per_seed[s]["accuracy"]]
+        if not entries:
+            continue
+        entry: dict[str, Any] = {"seeds": len(entries)}
+        for part in ("all", "early", "late"):
+            k = sum(e[part]["correct"] for e in entries)
+            n = sum(e[part]["n"] for e in entries)
+            lo, hi = wilson(k, n)
+            per = [e[part]["accuracy"] for e in entries]
+            entry[part] = {
+                "correct": k,
+                "n": n,
+                "accuracy": k / n if n else None,
+                "wilson95": [round(lo, 4), round(hi, 4)],
+                "per_seed": per,
+            }
+        entry["seconds_per_test_item"] = round(
+            sum(e["seconds_per_test_item"] for e in entries) / len(entries), 3
+        )
+        acc[c] = entry
+    paired: dict[str, Any] = {}
+    for name in first["paired"]:
+        rows = [per_seed[s]["paired"][name] for s in seeds if name in per_seed[s]["paired"]]
+        wins = sum(r["only_first_right"] for r in rows)
+        losses = sum(r["only_second_right"] for r in rows)
+        paired[name] = {
+            "n": sum(r["n"] for r in rows),
+            "only_first_right": wins,
+            "only_second_right": losses,
+            "sign_test_p": round(sign_test(wins, losses), 4),
+            "seeds": len(rows),
+        }
+    learned: dict[str, Any] = {}
+    for c in LEARNED:
+        infos = [per_seed[s]["learned"][c] for s in seeds if c in per_seed[s]["learned"]]
+        if not infos:
+            continue
+        steps = sorted(set.intersection(*({p["step"] for p in i["retention"]} for i in infos)))
+        curve = []
+        for step in steps:
+            points = [next(p for p in i["retention"] if p["step"] == step) for i in infos]
+            curve.append(
+                {
+                    key: round(sum(p[key] for p in points) / len(points), 4)
+                    for key in ("retained_seen", "retained_early", "retained_all")
+                }
+                | {"step": step, "memory_tokens": [p["memory_tokens"] for p in points]}
+            )
+        learned[c] = {
+            "seeds": len(infos),
+            "seconds_per_step": round(sum(i["seconds_per_step"] for i in infos) / len(infos), 2),
+            "generated_tokens_per_step": round(
+                sum(i["generated_tokens_per_step"] for i in infos) / len(infos), 1
+            ),
+            "final_memory_tokens": [i["final_memory_tokens"] for i in infos],
+            "retention": curve,
+        }
+        for key in ("curation_errors", "steps_without_delta", "merged"):
+            if key in infos[0]:
+                learned[c][key] = [i[key] for i in infos]
+    return {
+        **{k: first[k] for k in ("benchmark", "model", "machine", "chance")},
+        "settings": {**first["settings"], "seed": None, "seeds": seeds},
+        "seeds": seeds,
+        "common_test_items": sum(per_seed[s]["common_test_items"] for s in seeds),
+        "accuracy": acc,
+        "paired": paired,
+        "learned": learned,
+        "per_seed": {str(s): per_seed[s] for s in seeds},
+    }
+
+
 def write_summary(
-    task: RoutingTask, records: Records, settings: Settings, out: Path
+    tasks: Sequence[RoutingTask],
+    records: Records,
+    settings: Settings,
+    out: Path,
+    name: str = "ace_routing",
 ) -> dict[str, Any]:
-    summary = summarise(task, records, settings)
-    (out / "ace_routing.json").write_text(json.dumps(summary, indent=1))
+    """Summarise every seed's records (pooled when there are several); JSON + PNG."""
+    per_seed = {
+        t.seed: summarise(t, records, replace(settings, seed=t.seed))
+        for t in tasks
+        if any(k[2] == t.seed for k in records.rows)
+    }
+    if not per_seed:
+        return {"accuracy": {}}
+    summary = pool_seeds(per_seed) if len(tasks) > 1 else per_seed[tasks[0].seed]
+    (out / f"{name}.json").write_text(json.dumps(summary, indent=1))
     if summary["accuracy"]:
-        plot(summary, out / "ace_routing.png")
+        plot(summary, out / f"{name}.png")
     return summary
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--conditions", default=",".join(CONDITIONS))
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", default="0", help="comma-separated task seeds, run in order")
     p.add_argument("--train", type=int, default=32)
     p.add_argument("--test", type=int, default=80)
     p.add_argument("--products", type=int, default=8)
@@ -943,11 +993,16 @@ def main() -> None:
     p.add_argument("--early-share", type=float, default=0.75)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--time-budget", type=float, default=math.inf, help="seconds")
+    p.add_argument("--dtype", default="float32", help="model weights: float32 or bfloat16")
+    p.add_argument("--name", default="ace_routing", help="stem of the records, JSON and PNG")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--summarise", action="store_true", help="only rewrite JSON and PNG")
     args = p.parse_args()
+    seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    if not seeds or len(set(seeds)) != len(seeds):
+        p.error(f"--seeds needs distinct integers, got {args.seeds!r}")
     settings = Settings(
-        seed=args.seed,
+        seed=seeds[0],
         n_products=args.products,
         n_train=args.train,
         n_test=args.test,
@@ -956,30 +1011,44 @@ def main() -> None:
         rewrite_tokens=args.rewrite_tokens,
         early_share=args.early_share,
         train_predict=args.train_predict,
+        dtype=args.dtype,
     )
-    task = make_routing_task(
-        args.seed,
-        n_products=args.products,
-        n_train=args.train,
-        n_test=args.test,
-        early_share=args.early_share,
-    )
+    tasks = [
+        make_routing_task(
+            seed,
+            n_products=args.products,
+            n_train=args.train,
+            n_test=args.test,
+            early_share=args.early_share,
+        )
+        for seed in seeds
+    ]
     args.out.mkdir(parents=True, exist_ok=True)
-    records = Records(args.out / "ace_routing_records.jsonl")
+    records = Records(args.out / f"{args.name}_records.jsonl")
     if not args.summarise:
         import torch
 
         torch.set_num_threads(args.threads)
         deadline = time.time() + args.time_budget
-        engine = LocalEngine()
+        engine = LocalEngine(dtype=args.dtype)
         conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
         embedder = None
         if set(conditions) & set(PLAYBOOKS):
             from lc_agents.retrieval import MiniLMEmbedder
 
             embedder = MiniLMEmbedder()
-        run(engine, task, conditions, records, settings, embedder=embedder, deadline=deadline)
-    summary = write_summary(task, records, settings, args.out)
+        for task in tasks:
+            run_settings = replace(settings, seed=task.seed)
+            run(
+                engine,
+                task,
+                conditions,
+                records,
+                run_settings,
+                embedder=embedder,
+                deadline=deadline,
+            )
+    summary = write_summary(tasks, records, settings, args.out, args.name)
     for c, e in summary["accuracy"].items():
         a = e["all"]
         print(f"{c:8s} {a['correct']}/{a['n']} = {a['accuracy']:.3f} {a['wilson95']}")

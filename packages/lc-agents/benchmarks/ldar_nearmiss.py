@@ -58,7 +58,6 @@ Pilot (writes ``ldar_nearmiss_pilot.*``, not a result; about 45 min on the share
 from __future__ import annotations
 
 import argparse
-import copy
 import fcntl
 import json
 import math
@@ -355,10 +354,10 @@ SYSTEM = "Answer the question from the passages. Reply with the year only."
 class CandidateReader:
     """Scores candidate replies by log-likelihood after a chat prompt.
 
-    The KV cache of the last prompt is kept: the next prompt reuses its longest common
-    prefix (bands ``[0,1)``, ``[0,2)``, ... share their first passages), so each
-    condition costs a forward over its new tokens, then one batched forward per
-    candidate length over copies of the cache.
+    Through :meth:`~lc_agents.backends.LocalBackend.score_continuations`: the KV cache
+    of the last prompt is kept and the next prompt reuses its longest common prefix
+    (bands ``[0,1)``, ``[0,2)``, ... share their first passages), so each condition
+    costs a forward over its new tokens, then one batched forward per candidate length.
 
     Args:
         model, tokenizer: a causal LM (eval mode) and its tokenizer with a chat template.
@@ -366,10 +365,10 @@ class CandidateReader:
     """
 
     def __init__(self, model: Any, tokenizer: Any, device: str = "cpu") -> None:
-        self.model, self.tokenizer, self.device = model, tokenizer, device
-        self._ids: list[int] = []
-        self._cache: Any = None
-        self.forwarded_tokens = 0
+        from lc_agents.backends import LocalBackend
+
+        self.backend = LocalBackend(model, tokenizer, device=device)
+        self.tokenizer = tokenizer
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
@@ -381,55 +380,14 @@ class CandidateReader:
     def prompt_ids(self, question: str, passages: Sequence[str]) -> list[int]:
         from lc_agents.ldar import qa_messages
 
-        ids: Any = self.tokenizer.apply_chat_template(
-            qa_messages(question, passages, system=SYSTEM), add_generation_prompt=True
-        )
-        if hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return [int(i) for i in ids]
-
-    def _forward(self, x: Any, cache: Any) -> Any:
-        from lc_agents.backends.local import _cache_kwarg
-
-        self.forwarded_tokens += int(x.numel())
-        return self.model(input_ids=x, use_cache=True, **{_cache_kwarg(): cache}).logits
+        return self.backend.prompt_ids(qa_messages(question, passages, system=SYSTEM))
 
     def scores(
         self, question: str, passages: Sequence[str], candidates: Sequence[str]
     ) -> list[float]:
         """Log-likelihood (nats) of each candidate as the whole reply's first tokens."""
-        import torch
-        from transformers import DynamicCache
-
-        ids = self.prompt_ids(question, passages)
         cands = [self.tokenizer.encode(c, add_special_tokens=False) for c in candidates]
-        with torch.inference_mode():
-            n = 0
-            limit = min(len(self._ids), len(ids) - 1)
-            while n < limit and self._ids[n] == ids[n]:
-                n += 1
-            if self._cache is None or n == 0:
-                self._cache, n = DynamicCache(config=self.model.config), 0
-            elif self._cache.get_seq_length() > n:  # a negative argument drops that many
-                self._cache.crop(n - self._cache.get_seq_length())
-            x = torch.tensor([ids[n:]], dtype=torch.long, device=self.device)
-            first = self._forward(x, self._cache)[0, -1].float().log_softmax(-1)
-            self._ids = list(ids)
-            out = [float(first[c[0]]) for c in cands]
-            by_len: dict[int, list[int]] = {}
-            for j, c in enumerate(cands):
-                if len(c) > 1:
-                    by_len.setdefault(len(c), []).append(j)
-            for length, group in by_len.items():
-                cache = copy.deepcopy(self._cache)
-                cache.batch_repeat_interleave(len(group))
-                x = torch.tensor(
-                    [cands[j][: length - 1] for j in group], dtype=torch.long, device=self.device
-                )
-                lp = self._forward(x, cache).float().log_softmax(-1)  # [G, length - 1, V]
-                for row, j in enumerate(group):
-                    out[j] += float(sum(lp[row, k, cands[j][k + 1]] for k in range(length - 1)))
-        return out
+        return self.backend.score_continuations(self.prompt_ids(question, passages), cands)
 
 
 # ---------------------------------------------------------------------------- records

@@ -269,7 +269,7 @@ def test_summary_reports_accuracy_retention_and_costs(tmp_path: Path) -> None:
         embedder=Flat(),
         log=lambda _: None,
     )
-    summary = bench.write_summary(task, records, settings, tmp_path)
+    summary = bench.write_summary([task], records, settings, tmp_path)
     acc = summary["accuracy"]
     assert acc["oracle"]["all"]["accuracy"] == 1.0  # the scripted answerer reads rules exactly
     assert acc["ace"]["all"]["accuracy"] == 1.0  # the playbook kept all four rules
@@ -279,3 +279,31 @@ def test_summary_reports_accuracy_retention_and_costs(tmp_path: Path) -> None:
     assert rw["retention"][-1]["retained_all"] <= 0.75  # three lines cannot hold four rules
     assert (tmp_path / "ace_routing.png").stat().st_size > 0
     assert json.loads((tmp_path / "ace_routing.json").read_text())["chance"] == 0.25
+
+
+def test_several_seeds_are_pooled_ticket_by_ticket(tmp_path: Path) -> None:
+    settings = bench.Settings(n_products=2, n_train=8, n_test=6, retention_every=2)
+    tasks = [bench.make_routing_task(s, n_products=2, n_train=8, n_test=6) for s in (0, 1)]
+    records = bench.Records(tmp_path / "r.jsonl")
+    for task in tasks:
+        run_settings = bench.replace(settings, seed=task.seed)
+        conds = ["base", "ace", "rewrite"]
+        bench.run(ScriptedEngine(), task, conds, records, run_settings, embedder=Flat(), log=print)
+    pooled = bench.write_summary(tasks, records, settings, tmp_path, name="two")
+    per = [bench.summarise(t, records, bench.replace(settings, seed=t.seed)) for t in tasks]
+    assert pooled["seeds"] == [0, 1]
+    for c in ("base", "ace", "rewrite"):
+        got = pooled["accuracy"][c]["all"]
+        assert got["n"] == 12
+        assert got["correct"] == sum(p["accuracy"][c]["all"]["correct"] for p in per)
+        assert got["per_seed"] == [p["accuracy"][c]["all"]["accuracy"] for p in per]
+    pair = pooled["paired"]["ace vs base"]
+    assert pair["only_first_right"] == sum(
+        p["paired"]["ace vs base"]["only_first_right"] for p in per
+    )
+    last = pooled["learned"]["rewrite"]["retention"][-1]
+    assert last["retained_all"] == pytest.approx(
+        sum(p["learned"]["rewrite"]["retention"][-1]["retained_all"] for p in per) / 2
+    )
+    assert set(json.loads((tmp_path / "two.json").read_text())["per_seed"]) == {"0", "1"}
+    assert (tmp_path / "two.png").stat().st_size > 0

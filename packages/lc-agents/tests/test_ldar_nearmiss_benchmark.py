@@ -155,7 +155,6 @@ def test_cached_candidate_scores_match_full_forward(tiny_model_dir: Path) -> Non
     for passages in (ps[:1], ps[:2], ps[:3], ps[1:2], ps[:3]):  # shared prefixes, a reset
         got = reader.scores("When?", passages, cands)
         np.testing.assert_allclose(got, full("When?", passages), rtol=1e-4, atol=1e-4)
-    assert reader.forwarded_tokens > 0
 
 
 class ScriptedReader:

@@ -398,6 +398,18 @@ def _convert_embedded(target: pathlib.Path, name: str = EMBEDDED_MODEL) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _resolve_dtype(dtype: Any) -> Any:
+    """A torch dtype from a dtype or its name; ``None`` stays ``None``."""
+    import torch
+
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    resolved = getattr(torch, str(dtype), None) if isinstance(dtype, str) else None
+    if not isinstance(resolved, torch.dtype) or not resolved.is_floating_point:
+        raise ValueError(f"dtype must be a floating torch dtype or its name, got {dtype!r}")
+    return resolved
+
+
 def load_model(
     model: str | os.PathLike[str] | PreTrainedModel | None = None,
     tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
@@ -413,7 +425,9 @@ def load_model(
             model's ``config.name_or_path`` is its embedded name (stable across machines).
         tokenizer: tokenizer path, embedded name or object; defaults to the one beside
             ``model``.
-        dtype: torch dtype for the weights (default float32, the safe choice on CPU).
+        dtype: torch dtype for the weights, or its name (``"bfloat16"``); default
+            float32, the safe choice on CPU. A model object passed in is converted in
+            place only when ``dtype`` is given.
 
     Returns:
         ``(model, tokenizer)`` with the model in eval mode.
@@ -424,7 +438,8 @@ def load_model(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    dtype = dtype or torch.float32
+    requested = _resolve_dtype(dtype)
+    dtype = requested or torch.float32
     if model is None:
         model = DEFAULT_CHAT_MODEL
     embedded = model if isinstance(model, str) and model in EMBEDDED_MODELS else None
@@ -450,6 +465,8 @@ def load_model(
             tokenizer = source
     else:
         loaded = model
+        if requested is not None:
+            loaded.to(dtype=requested)
         if tokenizer is None:
             source = getattr(getattr(loaded, "config", None), "_name_or_path", "") or ""
             if not source:

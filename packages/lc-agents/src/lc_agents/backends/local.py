@@ -52,6 +52,9 @@ class LocalBackend:
             (default): the plain model. A model object passed in is modified in place.
             Raises :class:`~lc_agents.adapters.AdapterError` when the adapter was trained
             on another base model.
+        prefix_cache: keep the last prompt's keys and values for the next call (below).
+        dtype: weight dtype or its name (default float32). ``"bfloat16"`` roughly halves
+            the time per token on a CPU with native bfloat16 support, at some precision.
 
     Prefix cache: the keys and values of the last prompt (and its reply) are kept, and a
     next prompt that starts with the same tokens reuses them, so only the new suffix is
@@ -77,12 +80,13 @@ class LocalBackend:
         device: str | None = None,
         adapter: str | os.PathLike[str] | None = None,
         prefix_cache: bool = True,
+        dtype: Any = None,
     ) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         self.model: Any
         self.tokenizer: Any
-        self.model, self.tokenizer = load_model(model, tokenizer)
+        self.model, self.tokenizer = load_model(model, tokenizer, dtype=dtype)
         self.adapter = adapter
         if adapter is not None:
             from lc_agents.adapters import merge_adapter
@@ -230,6 +234,62 @@ class LocalBackend:
             self._cache.crop(-extra)
         self.prefix_hits += 1
         return self._cache
+
+    def score_continuations(
+        self, prompt: Sequence[int], continuations: Sequence[Sequence[int]]
+    ) -> list[float]:
+        """Log-likelihood (nats) of each token sequence as the text that follows ``prompt``.
+
+        Ranking fixed candidate answers this way (a multiple-choice reader) needs no
+        generation. The prompt goes through the prefix cache like :meth:`generate_ids`
+        (only its uncached suffix is computed, and it stays cached for the next call);
+        then one batched forward per continuation length runs over copies of the cache.
+
+        Args:
+            prompt: token ids, e.g. from :meth:`prompt_ids` plus the start of the reply.
+            continuations: token ids of each candidate (each non-empty).
+
+        Returns:
+            One summed log-probability per continuation, in order.
+        """
+        import copy
+
+        import torch
+        from transformers import DynamicCache
+
+        if not prompt:
+            raise ValueError("score_continuations needs a non-empty prompt")
+        conts = [[int(t) for t in c] for c in continuations]
+        if any(not c for c in conts):
+            raise ValueError("every continuation needs at least one token")
+        device = next(self.model.parameters()).device
+
+        def forward(rows: list[list[int]], cache: Any) -> Any:
+            x = torch.tensor(rows, dtype=torch.long, device=device)
+            out = self.model(input_ids=x, use_cache=True, **{_cache_kwarg(): cache})
+            return out.logits.float().log_softmax(-1)
+
+        with self._lock, torch.inference_mode():
+            cache = self._reusable_cache(prompt)
+            if cache is None:  # prefix cache off: a private cache for this call
+                cache = DynamicCache(config=self.model.config)
+            done = cache.get_seq_length()
+            first = forward([list(prompt[done:])], cache)[0, -1]
+            if self.prefix_cache:
+                self._cache, self._cache_ids = cache, [int(t) for t in prompt]
+            scores = [float(first[c[0]]) for c in conts]
+            by_len: dict[int, list[int]] = {}
+            for j, c in enumerate(conts):
+                if len(c) > 1:
+                    by_len.setdefault(len(c), []).append(j)
+            for length, group in sorted(by_len.items()):
+                branch = copy.deepcopy(cache)
+                branch.batch_repeat_interleave(len(group))
+                lp = forward([conts[j][: length - 1] for j in group], branch)
+                for row, j in enumerate(group):
+                    c = conts[j]
+                    scores[j] += float(sum(lp[row, k, c[k + 1]] for k in range(length - 1)))
+        return scores
 
     def clear_cache(self) -> None:
         """Drop the cached prefix (frees its memory)."""
