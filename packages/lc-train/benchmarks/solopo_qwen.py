@@ -48,6 +48,7 @@ from tqdm import tqdm
 from lc_evals.report import compare, wilson_interval
 from lc_evals.results import Result
 from lc_evals.tasks import babilong
+from lc_train.lora import apply_lora
 from lc_train.preference import ResponseLogps, SoLoPOConfig, preference_loss, response_logps
 from lc_train.preference import solopo_loss as solopo_objective
 from lc_train.top_layers import split_top_layers
@@ -164,25 +165,9 @@ def cat(parts: list[ResponseLogps], refs: list[float] | None) -> ResponseLogps:
 
 
 def add_lora(upper: Any, args: argparse.Namespace) -> Any:
-    from peft import LoraConfig, get_peft_model
-
-    for p in upper.parameters():
-        p.requires_grad_(False)
-    config = LoraConfig(
-        r=args.lora_rank,
-        lora_alpha=2 * args.lora_rank,
-        lora_dropout=0.0,
-        target_modules=[
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj",
-        ],
-    )
-    return get_peft_model(upper, config)
+    """LoRA of rank ``--lora-rank`` (alpha twice the rank) on every projection, seeded
+    with ``--seed``: every method starts from the same adapters."""
+    return apply_lora(upper, rank=args.lora_rank, alpha=2 * args.lora_rank, seed=args.seed)
 
 
 def train(
@@ -196,7 +181,6 @@ def train(
     if base == "simpo":
         kwargs |= {"beta": args.simpo_beta, "simpo_gamma": args.simpo_gamma}
     config = SoLoPOConfig(**kwargs)
-    torch.manual_seed(args.seed)
     model = add_lora(make_upper(), args)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]

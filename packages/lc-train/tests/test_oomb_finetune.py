@@ -163,6 +163,28 @@ def test_cli_trains_saves_and_refuses_bad_setups(
     )
 
 
+def test_lora_adapters_come_from_apply_lora_and_bad_alpha_is_refused(
+    model_dir: Path, corpus: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("peft")
+    from lc_train import apply_lora
+
+    result = finetune(
+        _cfg(model_dir, corpus, tmp_path / "a", lora_rank=2, lora_alpha=4, seed=3, steps=1),
+        stop_after=0,
+        progress=False,
+    )
+    mine = LlamaForCausalLM.from_pretrained(model_dir)
+    apply_lora(mine, rank=2, alpha=4, seed=3)  # the adapters finetune starts from
+    want = _trained(mine)
+    got = _trained(result.model)
+    assert got.keys() == want.keys()
+    for name in want:
+        assert torch.equal(got[name].cpu(), want[name]), name
+    with pytest.raises(FinetuneError, match="alpha must be >= 1"):
+        finetune(_cfg(model_dir, corpus, tmp_path / "b", lora_rank=2, lora_alpha=0), progress=False)
+
+
 def test_windows_visit_every_window_once_per_epoch() -> None:
     windows = TokenWindows(torch.arange(50), seq_len=10, seed=3)
     first = windows.batch(0, 5)

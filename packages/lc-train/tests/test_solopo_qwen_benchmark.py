@@ -56,3 +56,45 @@ def test_rejected_place_is_the_previous_place_and_never_the_answer(bench) -> Non
             assert rejected == earlier[-1]
             previous += 1
     assert previous > 10  # most people moved more than once: the near miss is real
+
+
+def test_every_method_starts_from_the_same_seeded_adapters(bench) -> None:
+    """``add_lora``: rank ``--lora-rank``, alpha twice the rank, every projection, initial
+    values from ``--seed`` alone (not from whatever ran before)."""
+    import argparse
+
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from lc_train import LORA_TARGET_MODULES
+    from lc_train.top_layers import split_top_layers
+
+    pytest.importorskip("peft")
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(
+        Qwen2Config(
+            vocab_size=40,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=3,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+        )
+    ).eval()
+    _, make_upper = split_top_layers(model, 2)
+    args = argparse.Namespace(lora_rank=4, seed=1)
+
+    def adapters() -> dict[str, torch.Tensor]:
+        upper = bench.add_lora(make_upper(), args)
+        q = upper.get_base_model().model.layers[0].self_attn.q_proj
+        assert q.scaling["default"] == pytest.approx(2.0)
+        return {n: p.detach().clone() for n, p in upper.named_parameters() if p.requires_grad}
+
+    torch.manual_seed(10)
+    a = adapters()
+    torch.manual_seed(20)
+    b = adapters()
+    assert len(a) == 2 * len(LORA_TARGET_MODULES) * 2
+    assert all(n.startswith("base_model.model.model.layers.") for n in a)  # saved names
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[n], b[n]) for n in a)

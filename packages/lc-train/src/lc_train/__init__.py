@@ -7,6 +7,8 @@
   trainer on TRL's ``DPOTrainer`` (extra ``trl``).
 - :mod:`lc_train.rl`: DAPO's pieces, multi-conversation MemAgent rollouts, a DAPO/SFT
   turn trainer and oracle memory traces for training memory agents.
+- :mod:`lc_train.lora`: :func:`apply_lora`, LoRA adapters (``peft``) with a seeded
+  initialisation, as used by OOMB fine-tuning and the SoLoPO benchmarks.
 - :mod:`lc_train.icl_drift`: in-context regression under task drift (linear attention
   vs gated linear attention vs softmax attention).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from lc_train.lora import LORA_TARGET_MODULES, apply_lora
 from lc_train.oomb import (
     SUPPORTED_MODEL_TYPES,
     ChunkRecurrentConfig,
@@ -43,6 +46,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0.0.0+unknown"
 
 __all__ = [
+    "LORA_TARGET_MODULES",
     "SUPPORTED_MODEL_TYPES",
     "ChunkRecurrentConfig",
     "ChunkRecurrentResult",
@@ -53,6 +57,7 @@ __all__ = [
     "ResponseLogps",
     "SoLoPOConfig",
     "__version__",
+    "apply_lora",
     "build_pairs",
     "chunk_recurrent_backward",
     "estimate_kv_bytes",

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from lc_train.lora import apply_lora
 from lc_train.oomb.checks import check_model
 from lc_train.oomb.config import ChunkRecurrentConfig
 
@@ -296,28 +297,20 @@ def load_model_and_tokenizer(name: str, dtype: torch.dtype) -> tuple[Any, Any]:
 
 
 def _apply_lora(model: Any, config: FinetuneConfig) -> Any:
+    """The model with LoRA adapters in its modules (:func:`lc_train.lora.apply_lora`)."""
     try:
-        from peft import LoraConfig, get_peft_model
+        lora = apply_lora(
+            model,
+            rank=config.lora_rank,
+            alpha=config.lora_alpha,
+            seed=config.seed,
+            task_type="CAUSAL_LM",
+        )
     except ImportError as exc:
         raise FinetuneError("lora_rank > 0 needs peft (pip install 'lc-train[trl]')") from exc
-    lora = LoraConfig(
-        r=config.lora_rank,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=0.0,
-        target_modules=[
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj",
-        ],
-        task_type="CAUSAL_LM",
-    )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.seed)
-        return get_peft_model(model, lora).get_base_model()  # adapters live in the modules
+    except ValueError as exc:
+        raise FinetuneError(str(exc)) from exc
+    return lora.get_base_model()  # adapters live in the modules
 
 
 def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
