@@ -229,3 +229,16 @@ def test_clean_replaces_non_finite_values() -> None:
     out = bench._clean({"a": float("nan"), "b": [1.0, math.inf], "c": np.float64(2.0)})
     assert out == {"a": None, "b": [1.0, None], "c": 2.0}
     json.dumps(out, allow_nan=False)
+
+
+def test_records_keep_one_reader_dtype(tmp_path: Path) -> None:
+    records = bench.Records(tmp_path / "r.jsonl")
+    meta = tmp_path / "r_reader.json"
+    bench.check_reader(meta, {"dtype": "bfloat16"}, records)  # new records: any set-up
+    bench.check_reader(meta, {"dtype": "bfloat16"}, records)
+    with pytest.raises(SystemExit, match="another --name"):
+        bench.check_reader(meta, {"dtype": "float32"}, records)
+    old = bench.Records(tmp_path / "old.jsonl")
+    old.add({"split": "test", "item": "0", "condition": "whole"})
+    with pytest.raises(SystemExit, match="float32"):  # records from before the file: float32
+        bench.check_reader(tmp_path / "old_reader.json", {"dtype": "bfloat16"}, old)
