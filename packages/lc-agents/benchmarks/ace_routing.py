@@ -32,7 +32,10 @@ the codes' second tokens):
 * ``ace_add``: the same with the curator limited to ADD operations (as the reference
   implementation of ACE applies only ADDs);
 * ``rewrite``: a Dynamic-Cheatsheet-style memory: after each item the model rewrites one
-  cheatsheet, bounded by ``--rewrite-tokens`` new tokens;
+  cheatsheet, bounded by ``--rewrite-tokens`` new tokens (default 40: about what the
+  curator writes per step);
+* ``rewrite_long``: the same with room for the whole rule set
+  (``--rewrite-long-tokens``, default 320), at the cost of writing it out every step;
 * ``oracle``: the 24 true rules as notes: the ceiling of this answerer.
 
 Retention: after every update, the share of the rules seen so far (and of the early
@@ -83,8 +86,8 @@ from lc_agents.ace.roles import Generation
 
 ROOT = Path(__file__).resolve().parents[3]
 OUT = ROOT / "docs" / "benchmarks" / "lc-agents-ace"
-CONDITIONS = ("base", "ace", "ace_add", "rewrite", "oracle")
-LEARNED = ("ace", "ace_add", "rewrite")
+CONDITIONS = ("base", "ace", "ace_add", "rewrite", "rewrite_long", "oracle")
+LEARNED = ("ace", "ace_add", "rewrite", "rewrite_long")
 PLAYBOOKS = ("ace", "ace_add")
 SECTION = "routing"
 
@@ -390,6 +393,7 @@ class Settings:
     curator_tokens: int = 48
     reflector_tokens: int = 32
     rewrite_tokens: int = 40
+    rewrite_long_tokens: int = 320
     dedup_threshold: float = 0.9
     retention_every: int = 4
     train_predict: bool = False
@@ -495,8 +499,12 @@ def update_rewrite(
     )
     reply = engine.chat(
         [{"role": "system", "content": REWRITE_SYSTEM}, {"role": "user", "content": user}],
-        role="rewrite",
-        max_tokens=settings.rewrite_tokens,
+        role=mem.condition,
+        max_tokens=(
+            settings.rewrite_long_tokens
+            if mem.condition == "rewrite_long"
+            else settings.rewrite_tokens
+        ),
         prefill=REWRITE_PREFILL,
     )
     text = reply.strip().removeprefix("```").removesuffix("```").strip()
@@ -741,6 +749,9 @@ def summarise(task: RoutingTask, records: Records, settings: Settings) -> dict[s
         ("ace", "rewrite"),
         ("ace_add", "ace"),
         ("ace_add", "rewrite"),
+        ("ace_add", "rewrite_long"),
+        ("ace_add", "base"),
+        ("rewrite_long", "base"),
         ("oracle", "ace"),
         ("oracle", "ace_add"),
         ("rewrite", "base"),
@@ -853,7 +864,12 @@ def plot(summary: Mapping[str, Any], path: Path) -> None:
     a1.set_ylabel("test accuracy (95% Wilson)")
     a1.set_ylim(0, 1)
     a1.legend(fontsize=8)
-    colors = {"ace": "tab:green", "ace_add": "tab:purple", "rewrite": "tab:red"}
+    colors = {
+        "ace": "tab:green",
+        "ace_add": "tab:purple",
+        "rewrite": "tab:red",
+        "rewrite_long": "tab:brown",
+    }
     for c, color in colors.items():
         if c not in summary["learned"]:
             continue
@@ -989,6 +1005,7 @@ def main() -> None:
     p.add_argument("--reflector", choices=("feedback", "model"), default="feedback")
     p.add_argument("--curator-tokens", type=int, default=48)
     p.add_argument("--rewrite-tokens", type=int, default=40)
+    p.add_argument("--rewrite-long-tokens", type=int, default=320)
     p.add_argument("--train-predict", action="store_true", help="answer each training item first")
     p.add_argument("--early-share", type=float, default=0.75)
     p.add_argument("--threads", type=int, default=1)
@@ -1009,6 +1026,7 @@ def main() -> None:
         reflector=args.reflector,
         curator_tokens=args.curator_tokens,
         rewrite_tokens=args.rewrite_tokens,
+        rewrite_long_tokens=args.rewrite_long_tokens,
         early_share=args.early_share,
         train_predict=args.train_predict,
         dtype=args.dtype,
