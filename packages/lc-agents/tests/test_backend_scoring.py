@@ -79,3 +79,37 @@ def test_dtype_by_name_and_bad_names(tiny_model_dir) -> None:
         LocalBackend(tiny_model_dir, dtype="int8")
     with pytest.raises(ValueError, match="floating torch dtype"):
         LocalBackend(tiny_model_dir, dtype="float33")
+
+
+def test_chat_batch_is_one_padded_generation_with_the_replies_of_chat(
+    backend: LocalBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conversations = [
+        [{"role": "user", "content": text}]
+        for text in ("boats", "the lighthouse keeper counts the boats " * 4, "a harbour")
+    ]
+    one_by_one = [backend.chat(m, max_tokens=6) for m in conversations]
+    calls = []
+    generate = backend.model.generate
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("attention_mask"))
+        return generate(*args, **kwargs)
+
+    monkeypatch.setattr(backend.model, "generate", counting)
+    batched = backend.chat_batch(conversations, max_tokens=6)
+    assert batched == one_by_one
+    assert len(calls) == 1  # one generation for the three prompts
+    assert calls[0].shape[0] == 3
+    assert int(calls[0][0].sum()) < calls[0].shape[1]
+    assert backend.chat_batch([]) == []
+    sampled = backend.chat_batch(conversations[:2], max_tokens=3, temperature=0.7, seed=1)
+    assert len(sampled) == 2
+    assert len(calls) == 3
+
+
+def test_batched_generation_refuses_bad_input(backend: LocalBackend) -> None:
+    with pytest.raises(ValueError, match="at least one token"):
+        backend.generate_batch_ids([[1, 2], []])
+    with pytest.raises(ValueError, match="max_tokens"):
+        backend.generate_batch_ids([[1, 2]], max_tokens=-1)
