@@ -528,8 +528,13 @@ def finetune(
         return _run(config, out, previous, model, tokenizer, stop_after, progress, tqdm)
     finally:
         if created:
+            import gc
+
             import torch.distributed as dist
 
+            # Free the (cyclic) sharded model now: tensors still referenced by finished
+            # gloo work must not outlive the interpreter, or a rank aborts at exit.
+            gc.collect()
             dist.barrier()  # no rank tears the group down while a peer still uses it
             dist.destroy_process_group()
 
