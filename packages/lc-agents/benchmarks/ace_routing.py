@@ -54,8 +54,13 @@ processes side by side that share the records file:
     nice -n 5 uv run python packages/lc-agents/benchmarks/ace_routing.py --conditions rewrite &
     nice -n 5 uv run python packages/lc-agents/benchmarks/ace_routing.py --conditions oracle,base &
     nice -n 5 uv run python packages/lc-agents/benchmarks/ace_routing.py --conditions ace_add
-The larger design the task generator also makes (12 products, 100 training items, 200
-test tickets): ``--products 12 --train 100 --test 200`` (about four times the CPU).
+At full size (24 rules, 100 updates, 100 test tickets, three task seeds, bfloat16;
+about 35 CPU-minutes per seed)::
+
+    nice -n 5 uv run python packages/lc-agents/benchmarks/ace_routing.py --seeds 0,1,2 \\
+        --conditions ace_add,rewrite,base,oracle --products 12 --train 100 --test 100 \\
+        --dtype bfloat16 --name ace_routing_full
+
 Pilot: ``--train 16 --test 6 --out /tmp/ace-pilot``.
 """
 
