@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _report import json_safe
 
 from lc_agents.chunking import (
     ChunkAndAggregate,
@@ -691,19 +692,6 @@ def policies(
     }
 
 
-def clean(value: Any) -> Any:
-    """JSON-safe copy: NaN and infinities become ``None`` (so the file has no NaN)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [clean(v) for v in value]
-    if isinstance(value, np.generic):
-        return clean(value.item())
-    return value
-
-
 def summarise(
     records: Records,
     settings: Settings,
@@ -730,7 +718,7 @@ def summarise(
         **(dict(extra) if extra else {}),
         **analyse(records, settings),
     }
-    result = clean(result)
+    result = json_safe(result)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
     plot(result, out / f"{name}.png")

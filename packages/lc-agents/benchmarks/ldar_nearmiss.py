@@ -60,7 +60,6 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
-import math
 import platform
 import random
 import time
@@ -70,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _report import json_safe
 
 ROOT = Path(__file__).resolve().parents[3]
 OUT = ROOT / "docs" / "benchmarks" / "lc-agents-ldar"
@@ -545,19 +545,6 @@ def best_band(examples: Sequence[Any], bands: Sequence[Any], allowed: Sequence[A
     return bands[min(idx, key=lambda a: (-acc[a], tok[a]))]
 
 
-def _clean(x: Any) -> Any:
-    """JSON-safe: NaN and infinities become null."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, Mapping):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_clean(v) for v in x]
-    if isinstance(x, np.generic):
-        return _clean(x.item())
-    return x
-
-
 def summarise(
     records: Records,
     train_ids: Sequence[str],
@@ -667,7 +654,7 @@ def summarise(
         "comparisons": comparisons,
         "final_loss": losses[-1],
     }
-    report = _clean(report)
+    report = json_safe(report)
     (out / f"{name}.json").write_text(json.dumps(report, indent=1, allow_nan=False) + "\n")
     plot(report, out / f"{name}.png")
     return report

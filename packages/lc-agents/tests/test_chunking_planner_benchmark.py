@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "chunking_planner_qwen.py"
+sys.path.insert(0, str(_PATH.parent))  # the script imports its sibling _report
 _spec = importlib.util.spec_from_file_location("chunking_planner_qwen_bench", _PATH)
 assert _spec is not None
 assert _spec.loader is not None
@@ -358,7 +359,7 @@ def test_json_has_no_nan_even_when_the_fit_is_degenerate(tmp_path: Path) -> None
     assert data["tasks"]["lookup"]["planner"]["fit"]["optimal_chunk_length"] is None
     assert result["tasks"]["lookup"]["recommendation_is_best"] is True
     assert (tmp_path / "s.png").stat().st_size > 10_000
-    assert bench.clean({"a": [math.nan, -math.inf, 1.5]}) == {"a": [None, None, 1.5]}
+    assert bench.json_safe({"a": [math.nan, -math.inf, 1.5]}) == {"a": [None, None, 1.5]}
 
 
 def test_end_to_end_summary_from_scripted_records(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "ldar_nearmiss.py"
+sys.path.insert(0, str(_PATH.parent))  # the script imports its sibling _report
 _spec = importlib.util.spec_from_file_location("ldar_nearmiss_bench", _PATH)
 assert _spec is not None
 assert _spec.loader is not None
@@ -226,7 +227,7 @@ def test_records_resume_and_summary(tmp_path: Path) -> None:
 
 
 def test_clean_replaces_non_finite_values() -> None:
-    out = bench._clean({"a": float("nan"), "b": [1.0, math.inf], "c": np.float64(2.0)})
+    out = bench.json_safe({"a": float("nan"), "b": [1.0, math.inf], "c": np.float64(2.0)})
     assert out == {"a": None, "b": [1.0, None], "c": 2.0}
     json.dumps(out, allow_nan=False)
 
