@@ -965,6 +965,12 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--select-seeds", default="0", help="seeds trained for the rate selection")
     ap.add_argument(
+        "--rates-from",
+        type=Path,
+        default=None,
+        help="a <tag>_selection.json whose chosen rates are used as they are (no new selection)",
+    )
+    ap.add_argument(
         "--val-items", type=int, default=200, help="held-out items (text: windows) per task, seed"
     )
     ap.add_argument("--prior-lr-mult", type=float, default=10.0)
@@ -1100,6 +1106,17 @@ def selected_records(args: argparse.Namespace, chosen: dict[str, float], methods
     return records, infos
 
 
+def reused_selection(path: Path, methods: Sequence[str]) -> dict:
+    """The selection in ``path`` (a ``<tag>_selection.json``), checked to cover ``methods``."""
+    if not path.exists():
+        raise SystemExit(f"--rates-from: no such file {path}")
+    selection = json.loads(path.read_text())
+    missing = sorted({selection_key(m) for m in methods} - set(selection.get("chosen", {})))
+    if missing:
+        raise SystemExit(f"--rates-from {path.name} has no chosen rate for {missing}")
+    return {**selection, "reused_from": path.name}
+
+
 def write_selected(args: argparse.Namespace, selection: dict, methods: Sequence[str]) -> None:
     """``<tag>_selected.json`` / ``.png``: every method at its selected rate, with the selection."""
     records, infos = selected_records(args, selection["chosen"], methods)
@@ -1119,12 +1136,18 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise SystemExit(f"unknown method {m!r}; choose from {METHODS}")
     seeds = [int(s) for s in args.seeds.split(",")]
     mults = sorted(int(m) for m in args.mults.split(","))
-    if args.lr_grid:
+    if args.lr_grid and args.rates_from:
+        raise SystemExit("--lr-grid selects rates and --rates-from reuses them: give one")
+    if args.lr_grid or args.rates_from:
+        if args.rates_from:
+            selection = reused_selection(args.rates_from, methods)
+        elif args.replot:
+            selection = json.loads((args.out / f"{args.tag}_selection.json").read_text())
+        else:
+            selection = select_lrs(args, methods)
         if args.replot:
-            path = args.out / f"{args.tag}_selection.json"
-            write_selected(args, json.loads(path.read_text()), methods)
+            write_selected(args, selection, methods)
             return
-        selection = select_lrs(args, methods)
         for method in methods:
             sub = with_lr(args, selection["chosen"][selection_key(method)])
             run_grid(sub, [method], seeds, mults)

@@ -217,3 +217,26 @@ def test_smoke_run_resumes_without_retraining(tmp_path: Path) -> None:
     assert sorted((key(r), r["correct"]) for r in again) == sorted(
         (key(r), r["correct"]) for r in first
     )
+
+
+def test_rates_from_reuses_a_selection(tmp_path: Path) -> None:
+    sel = tmp_path / "old_selection.json"
+    sel.write_text(json.dumps({"chosen": {"nope": 1e-3, "hsa": 3e-3}}))
+    args = [*_smoke_args(tmp_path), "--mults=1", "--tag=longer", f"--rates-from={sel}"]
+    E.main(args)
+    out = tmp_path / "out"
+    by_rate = {
+        rate: {r["method"] for r in E.read_records(out / f"longer_lr{rate}_records.jsonl")}
+        for rate in ("1e-3", "3e-3")
+    }
+    assert by_rate == {"1e-3": {"nope"}, "3e-3": {"hsa"}}
+    selected = json.loads((out / "longer_selected.json").read_text())
+    assert selected["lr_per_method"] == {"nope": 1e-3, "hsa": 3e-3}
+    assert selected["selection"]["reused_from"] == "old_selection.json"
+    assert not (out / "longer_selection.json").exists()  # nothing was selected anew
+
+    sel.write_text(json.dumps({"chosen": {"nope": 1e-3}}))
+    with pytest.raises(SystemExit, match="no chosen rate"):
+        E.main(args)
+    with pytest.raises(SystemExit, match="give one"):
+        E.main([*args, "--lr-grid=1e-3"])
