@@ -7,6 +7,7 @@ what the roles send, how they parse replies and how the loops update the store.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from lc_agents.ace import (
+    DEFAULT_PROMPTS,
     Ace,
     AceConfig,
     AceItem,
@@ -257,6 +259,34 @@ def test_curator_parses_operations_and_rejects_malformed_ones():
         Curator(_Const("")).parse('{"answer": 1}').error
         == "the reply's JSON has no 'operations' list"
     )
+
+
+def test_curator_strips_the_prompts_labels_copied_into_notes():
+    """A small model copied "Diagnosis: (none)" and "Lessons: - ..." into its ADDs."""
+    reply = json.dumps(
+        {
+            "operations": [
+                {"op": "ADD", "content": "Diagnosis: (none)"},
+                {"op": "ADD", "content": "Lessons: - Refunds for NK-71 of $330 or more go to W1."},
+                {"op": "UPDATE", "id": "r-00001", "content": "  - lessons:"},
+                {"op": "ADD", "content": "Refunds: over $50 go to R7"},
+            ]
+        }
+    )
+    c = Curator(_Const(reply)).parse(reply)
+    assert [d.content for d in c.deltas] == [
+        "Refunds for NK-71 of $330 or more go to W1.",
+        "Refunds: over $50 go to R7",  # not a label of the curator's prompt
+    ]
+    assert [e["content"] for e, _ in c.rejected] == ["Diagnosis: (none)", "  - lessons:"]
+    assert all("labels" in reason for _, reason in c.rejected)
+    # labels follow a replaced prompt
+    prompts = dataclasses.replace(
+        DEFAULT_PROMPTS, curator_user="Notes:\n{playbook}\nWhy: {diagnosis}\nTips: {insights}"
+    )
+    custom = Curator(_Const(""), prompts=prompts)
+    assert custom.strip_echo("Tips: keep W1") == "keep W1"
+    assert custom.strip_echo("Lessons: keep W1") == "Lessons: keep W1"
 
 
 # --------------------------------------------------------------------------- loops

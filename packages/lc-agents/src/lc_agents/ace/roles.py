@@ -20,6 +20,7 @@ Examples:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -334,16 +335,40 @@ class Curator:
             except DeltaError as err:
                 out.rejected.append((entry, str(err)))
                 continue
+            content = delta.content
+            if content is not None:
+                content = self.strip_echo(content)
+                if not content:
+                    out.rejected.append((entry, "the content only repeats the prompt's labels"))
+                    continue
             out.deltas.append(
                 Delta(
                     delta.op,
                     delta.ids,
                     delta.section,
-                    delta.content,
+                    content,
                     {**provenance, **delta.provenance},
                 )
             )
         return out
+
+    def strip_echo(self, content: str) -> str:
+        """``content`` without leading labels of the curator's own prompt and list markers.
+
+        Small models copy the prompt's layout into notes ("Lessons: - Refunds over $50
+        go to R7", "Diagnosis: (none)"). The labels are read from ``curator_user`` (each
+        line's text before a colon), so replaced prompts are handled too. Returns ``""``
+        when nothing but labels, markers or "(none)" is left.
+        """
+        labels = re.findall(r"(?m)^([^\n:{}]+):", self.prompts.curator_user)
+        heads = [rf"{re.escape(x.strip())}\s*:" for x in labels if x.strip()]
+        heads.append(r"[-*\u2022]\s")
+        head = re.compile(rf"^\s*(?:{'|'.join(heads)})\s*", re.IGNORECASE)
+        previous = None
+        while previous != content:
+            previous, content = content, head.sub("", content, count=1)
+        content = content.strip()
+        return "" if content.lower() in ("(none)", "none") else content
 
     def curate(
         self, reflection: Reflection, playbook: PlaybookStore, **provenance: Any
