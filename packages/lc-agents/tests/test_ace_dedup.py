@@ -31,12 +31,12 @@ def minilm() -> MiniLMEmbedder:
 
 def test_the_embedder_loads_offline_and_returns_unit_vectors(minilm):
     assert os.path.isfile(os.path.join(minilm_model_dir(), "model.safetensors"))
-    v = minilm.encode(["a cat sat", "a cat sat", "stock prices fell"])
+    v = minilm.embed_texts(["a cat sat", "a cat sat", "stock prices fell"])
     assert v.shape == (3, 384)
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     np.testing.assert_allclose(v[0], v[1])
     assert float(v[0] @ v[2]) < 0.5
-    assert minilm.encode([]).shape == (0, 384)
+    assert minilm.embed_texts([]).shape == (0, 384)
 
 
 def test_dedup_merges_near_duplicates_and_keeps_distinct_bullets(minilm):
@@ -92,19 +92,19 @@ def test_a_missing_embeddings_extra_is_named_in_the_error(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_sentence_transformers)
     with pytest.raises(ModelLoadError, match=r"lc-agents\[embeddings\]"):
-        MiniLMEmbedder().encode(["x"])
+        MiniLMEmbedder().embed_texts(["x"])
 
 
 def test_a_bad_model_directory_is_reported(tmp_path):
     with pytest.raises(ModelLoadError, match="cannot load"):
-        MiniLMEmbedder(str(tmp_path)).encode(["x"])
+        MiniLMEmbedder(str(tmp_path)).embed_texts(["x"])
 
 
 def test_embedders_share_one_loaded_model(minilm):
     other = MiniLMEmbedder()
     assert other._load() is minilm._load()
     np.testing.assert_allclose(
-        other.encode(["a cat sat"]), minilm.encode(["a cat sat"]), rtol=0, atol=1e-6
+        other.embed_texts(["a cat sat"]), minilm.embed_texts(["a cat sat"]), rtol=0, atol=1e-6
     )
 
 
@@ -116,7 +116,7 @@ RULES = [
 
 
 def test_rules_that_differ_in_numbers_or_identifiers_are_never_merged(minilm):
-    v = minilm.encode(RULES)
+    v = minilm.embed_texts(RULES)
     assert float(v[0] @ v[1]) >= 0.9  # close enough in embedding space to be merged
     store = PlaybookStore()
     store.apply([Delta.add("routing", r) for r in RULES])

@@ -446,9 +446,10 @@ def test_proactive_dedup_runs_after_each_step_with_the_given_embedder():
     class SameVector:
         """Test double of an embedder: every text maps to the same unit vector."""
 
+        name, dim = "same-vector", 2
         calls = 0
 
-        def encode(self, texts):
+        def embed_texts(self, texts):
             SameVector.calls += 1
             return np.ones((len(texts), 2)) / np.sqrt(2)
 

@@ -13,8 +13,9 @@ import importlib
 import pytest
 
 MODULES = [
-    "lc_agents._moved",
+    "lc_agents._removed",
     "lc_agents._validation",
+    "lc_agents.ace.dedup",
     "lc_agents.contextnav.pool",
     "lc_agents.memagent.agent",
     "lc_agents.retrieval.embedders",

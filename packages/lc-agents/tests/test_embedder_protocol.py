@@ -124,12 +124,12 @@ def test_the_protocol_check_covers_every_embedder_class() -> None:
 
 
 def test_there_is_one_embedder_protocol() -> None:
-    with pytest.deprecated_call(match="lc_agents.retrieval"):
-        from lc_agents.ace import Embedder as AceEmbedder
-    with pytest.deprecated_call(match="lc_agents.retrieval"):
-        from lc_agents.contextnav import ImageEncoder as ContextNavImageEncoder
-    assert AceEmbedder is Embedder  # lc_agents.ace.Embedder is an alias
-    assert ContextNavImageEncoder is ImageEncoder  # re-exported, not redefined
+    import lc_agents.ace
+    import lc_agents.contextnav
+
+    # the former aliases are gone (see "former paths" below)
+    assert not hasattr(lc_agents.ace, "Embedder")
+    assert not hasattr(lc_agents.contextnav, "ImageEncoder")
     assert Embedder in ImageEmbedder.__mro__
     assert ImageEncoder in ImageEmbedder.__mro__
 
@@ -304,57 +304,83 @@ def test_cosine_similarities_is_the_textbook_cosine(rows: np.ndarray, query: np.
 
 # --------------------------------------------------------------------------- former paths
 
-MOVED = [
-    ("lc_agents.ace", "Embedder", Embedder),
-    ("lc_agents.ace", "MiniLMEmbedder", MiniLMEmbedder),
-    ("lc_agents.ace", "minilm_model_dir", minilm_model_dir),
-    ("lc_agents.ace.dedup", "Embedder", Embedder),
-    ("lc_agents.ace.dedup", "MiniLMEmbedder", MiniLMEmbedder),
-    ("lc_agents.ace.dedup", "minilm_model_dir", minilm_model_dir),
-    ("lc_agents.contextnav", "ImageEncoder", ImageEncoder),
-    ("lc_agents.contextnav.pool", "ImageEncoder", ImageEncoder),
+REMOVED = [
+    ("lc_agents.ace", "Embedder"),
+    ("lc_agents.ace", "MiniLMEmbedder"),
+    ("lc_agents.ace", "minilm_model_dir"),
+    ("lc_agents.ace.dedup", "Embedder"),
+    ("lc_agents.ace.dedup", "MiniLMEmbedder"),
+    ("lc_agents.ace.dedup", "minilm_model_dir"),
+    ("lc_agents.contextnav", "ImageEncoder"),
+    ("lc_agents.contextnav.pool", "ImageEncoder"),
 ]
 
 
-@pytest.mark.parametrize(("module", "name", "obj"), MOVED)
-def test_former_import_paths_work_with_a_deprecation_warning(module, name, obj) -> None:
+@pytest.mark.parametrize(("module", "name"), REMOVED)
+def test_former_import_paths_are_removed_and_name_the_new_home(module: str, name: str) -> None:
     mod = importlib.import_module(module)
-    with pytest.deprecated_call(
-        match=rf"{module}\.{name} is deprecated .* 0\.10.*lc_agents\.retrieval"
-    ):
-        assert getattr(mod, name) is obj
-    with pytest.deprecated_call():
-        scope: dict[str, object] = {}
-        exec(f"from {module} import {name} as found", scope)
-    assert scope["found"] is obj
-    assert name not in getattr(mod, "__all__", [])  # a star import does not warn
+    with pytest.raises(
+        AttributeError,
+        match=rf"^{module}\.{name} was removed in lc-agents 0\.11; import it from "
+        r"lc_agents\.retrieval$",
+    ) as caught:
+        getattr(mod, name)
+    assert caught.value.name == name
+    assert not hasattr(mod, name)
+    with pytest.raises(ImportError, match=name):
+        exec(f"from {module} import {name}", {})
+    assert name not in getattr(mod, "__all__", [])
 
 
-@pytest.mark.parametrize("module", sorted({m for m, _, _ in MOVED}))
+@pytest.mark.parametrize("module", sorted({m for m, _ in REMOVED}))
 def test_unknown_names_are_still_attribute_errors(module: str) -> None:
-    with pytest.raises(AttributeError, match="no_such_name"):
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         importlib.import_module(module).no_such_name  # noqa: B018
 
 
 def test_the_current_paths_do_not_warn() -> None:
+    retrieval = importlib.import_module("lc_agents.retrieval")
+    current = {"Embedder": Embedder, "MiniLMEmbedder": MiniLMEmbedder}
+    current |= {"minilm_model_dir": minilm_model_dir, "ImageEncoder": ImageEncoder}
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for _, name, obj in MOVED:
-            assert getattr(importlib.import_module("lc_agents.retrieval"), name) is obj
+        for _, name in REMOVED:
+            assert getattr(retrieval, name) is current[name]
         assert MiniLMEmbedder().embed_texts([]).shape == (0, 384)  # no model load for []
 
 
-def test_the_former_method_names_work_with_a_deprecation_warning() -> None:
-    with pytest.deprecated_call(match="embed_texts"):
-        assert MiniLMEmbedder().encode([]).shape == (0, 384)
+def test_the_former_encode_method_is_removed_and_names_embed_texts() -> None:
+    emb = MiniLMEmbedder()
+    with pytest.raises(
+        AttributeError,
+        match=r"^MiniLMEmbedder\.encode was removed in lc-agents 0\.11; "
+        r"call embed_texts$",
+    ):
+        emb.encode([])
+    with pytest.raises(AttributeError, match="call embed_texts"):
+        MiniLMEmbedder.encode  # noqa: B018
+    assert not hasattr(emb, "encode")  # duck typing sees no encode method
+    assert isinstance(emb, Embedder)
 
+
+def test_an_embedder_with_only_encode_is_refused_by_name() -> None:
     class EncodeOnly:  # the former ACE embedder shape
         def encode(self, texts):
             return HashingEmbedder(dim=64).embed_texts(list(texts))
 
     store = PlaybookStore()
     store.apply([Delta.add("r", "Prices in cents."), Delta.add("r", "Prices in cents.")])
-    with pytest.deprecated_call(match="EncodeOnly has encode"):
-        assert find_duplicates(store, EncodeOnly()) == [["r-00001", "r-00002"]]
-    with pytest.raises(TypeError, match="is not an Embedder"):
+    for run in (find_duplicates, deduplicate):
+        with pytest.raises(
+            TypeError,
+            match=r"EncodeOnly has encode\(texts\) but no embed_texts\(texts\) .* removed in "
+            r"lc-agents 0\.11\); implement lc_agents\.retrieval\.Embedder",
+        ):
+            run(store, EncodeOnly())
+    assert len(store) == 2  # nothing merged
+    with pytest.raises(
+        TypeError,
+        match=r"object is not an Embedder: it has no embed_texts\(texts\) method; "
+        r"implement lc_agents\.retrieval\.Embedder",
+    ):
         find_duplicates(store, object())

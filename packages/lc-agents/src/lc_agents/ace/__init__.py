@@ -10,9 +10,9 @@ The pieces:
 * :func:`deduplicate`: grow-and-refine merging of near-duplicate bullets that name the
   same numbers and identifiers (:func:`salient_tokens`). It takes any
   :class:`~lc_agents.retrieval.Embedder`, e.g. :class:`~lc_agents.retrieval.MiniLMEmbedder`
-  (the default, needs ``lc-agents[embeddings]``). ``Embedder``, ``MiniLMEmbedder`` and
-  ``minilm_model_dir`` imported from here are deprecated aliases of those in
-  :mod:`lc_agents.retrieval` (removed in lc-agents 0.10).
+  (the default, needs ``lc-agents[embeddings]``). Import ``Embedder``,
+  ``MiniLMEmbedder`` and ``minilm_model_dir`` from :mod:`lc_agents.retrieval`; their
+  former aliases here were removed in lc-agents 0.11.
 * :class:`Ace`: offline (labelled, multi-epoch) and online (feedback-only) adaptation,
   resumable from the store; :class:`RewriteMemory`: the rewrite-everything baseline.
 
@@ -26,9 +26,9 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NoReturn
 
-from lc_agents._moved import moved_attribute
+from lc_agents._removed import removed_attribute
 from lc_agents.ace.adapt import (
     Ace,
     AceConfig,
@@ -39,7 +39,7 @@ from lc_agents.ace.adapt import (
     exact_match,
 )
 from lc_agents.ace.baseline import RewriteMemory
-from lc_agents.ace.dedup import _MOVED, deduplicate, find_duplicates, salient_tokens
+from lc_agents.ace.dedup import _REMOVED, deduplicate, find_duplicates, salient_tokens
 from lc_agents.ace.deltas import OPS, TAGS, Delta, normalize_tag
 from lc_agents.ace.errors import CuratorOutputError, DeltaError, UnknownBulletError
 from lc_agents.ace.parsing import cited_ids, extract_answer, extract_json
@@ -84,6 +84,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # the embedding names ACE used to export (deprecated; see lc_agents.ace.dedup)
-    return moved_attribute(__name__, name, _MOVED)
+def __getattr__(name: str) -> NoReturn:
+    # the embedding names ACE used to export (removed; see lc_agents.ace.dedup)
+    raise removed_attribute(__name__, name, _REMOVED)

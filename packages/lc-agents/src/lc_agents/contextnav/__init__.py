@@ -14,9 +14,9 @@ replies). See the guide page "ContextNav and LDAR".
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NoReturn
 
-from lc_agents._moved import moved_attribute
+from lc_agents._removed import removed_attribute
 from lc_agents.contextnav.alignment import (
     Signature,
     filter_label_space,
@@ -39,7 +39,7 @@ from lc_agents.contextnav.navigator import (
     random_shots,
     similarity_shots,
 )
-from lc_agents.contextnav.pool import _MOVED, ExamplePool, ItemEncoder
+from lc_agents.contextnav.pool import _REMOVED, ExamplePool, ItemEncoder
 from lc_agents.contextnav.selection import (
     deduplicate,
     filter_consistent,
@@ -82,6 +82,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # ``ImageEncoder`` used to be exported here (deprecated; see lc_agents.contextnav.pool)
-    return moved_attribute(__name__, name, _MOVED)
+def __getattr__(name: str) -> NoReturn:
+    # ``ImageEncoder`` used to be exported here (removed; see lc_agents.contextnav.pool)
+    raise removed_attribute(__name__, name, _REMOVED)

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from lc_agents._moved import moved_attribute
+from lc_agents._removed import removed_attribute
 from lc_agents.contextnav.items import Candidate, ContextItem
 from lc_agents.retrieval import embedders as _embedders
 from lc_agents.retrieval.embedders import normalize_rows
@@ -32,12 +32,12 @@ if TYPE_CHECKING:
 
 __all__ = ["ExamplePool", "ItemEncoder"]
 
-# a former home of ``ImageEncoder`` (deprecated; it lives in lc_agents.retrieval)
-_MOVED = {"ImageEncoder": "lc_agents.retrieval"}
+# a former home of ``ImageEncoder``, removed in 0.11 (it lives in lc_agents.retrieval)
+_REMOVED = {"ImageEncoder": "lc_agents.retrieval"}
 
 
-def __getattr__(name: str) -> Any:
-    return moved_attribute(__name__, name, _MOVED)
+def __getattr__(name: str) -> NoReturn:
+    raise removed_attribute(__name__, name, _REMOVED)
 
 
 _RESERVED = {"label", "image_path"}
@@ -49,7 +49,7 @@ class ItemEncoder:
     Args:
         text_embedder: an :class:`~lc_agents.retrieval.Embedder` (``embed_texts``,
             ``name``, ``dim``).
-        image_embedder: optional :class:`ImageEncoder` whose vectors share ``dim`` and
+        image_embedder: optional :class:`~lc_agents.retrieval.ImageEncoder` whose vectors share ``dim`` and
             space with ``text_embedder``.
         image_weight: ``w`` in ``(1 - w) * text + w * image``, in [0, 1].
 

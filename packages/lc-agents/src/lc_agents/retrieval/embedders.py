@@ -4,8 +4,9 @@
 
 :class:`Embedder` is the only embedder protocol of lc-agents: the vector store, the
 ContextNav example pool, LDAR's similarity labels, RACG code retrieval, MemAgent's
-recall by meaning and ACE's grow-and-refine de-duplication all take it.
-``lc_agents.ace.Embedder`` (the former ACE protocol's name) is a deprecated alias.
+recall by meaning and ACE's grow-and-refine de-duplication all take it. Its former
+alias ``lc_agents.ace.Embedder`` and ``MiniLMEmbedder.encode`` (the former ACE method;
+call ``embed_texts``) were removed in lc-agents 0.11.
 lc-robotics-reward's ``TextEmbedder`` documents the same contract member for member
 (``name: str``, ``dim: int``, ``embed_texts(self, texts: list[str]) -> np.ndarray``,
 float32 ``[len(texts), dim]`` with unit L2 rows), so one embedder object serves both
@@ -37,10 +38,10 @@ import importlib.metadata
 import os
 import re
 import threading
-import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from lc_agents._removed import RemovedMethod
 from lc_agents.errors import ModelLoadError
 
 if TYPE_CHECKING:
@@ -336,16 +337,8 @@ class MiniLMEmbedder:
         )
         return np.asarray(vectors, dtype=np.float32)
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Deprecated alias of :meth:`embed_texts` (the former ACE embedder method);
-        it warns and is removed in lc-agents 0.10."""
-        warnings.warn(
-            "MiniLMEmbedder.encode is deprecated and will be removed in lc-agents 0.10; "
-            "call embed_texts (the Embedder protocol's method)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self.embed_texts(list(texts))
+    # the former ACE embedder method, removed in 0.11: reading it names embed_texts
+    encode = RemovedMethod("embed_texts")
 
 
 # --------------------------------------------------------------------------- hashing
