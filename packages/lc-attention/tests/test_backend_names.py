@@ -1,4 +1,4 @@
-"""One backend vocabulary across the methods (lc_kernels.Backend) and the old spellings."""
+"""One backend vocabulary across the methods (lc_kernels.Backend); old spellings are refused."""
 
 from __future__ import annotations
 
@@ -19,21 +19,20 @@ def _decode_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 
 @pytest.mark.parametrize(("old", "new"), [("gather", Backend.TORCH), ("kernels", Backend.TRITON)])
-def test_lychee_old_spellings_warn_and_keep_working(old: str, new: Backend) -> None:
-    with pytest.warns(DeprecationWarning, match=rf"backend='{old}' is deprecated.*'{new.value}'"):
-        cfg = LycheeConfig(backend=old)
-    assert cfg.backend == (old if old == "kernels" else new)
+def test_lychee_old_spellings_are_refused_with_the_new_one(old: str, new: Backend) -> None:
+    message = (
+        rf"backend='{old}' was removed in lc-attention 0\.16; "
+        rf"use backend='{new.value}' \(Backend\.{new.name}\)"
+    )
+    with pytest.raises(ValueError, match=message):
+        LycheeConfig(backend=old)
     q, k, v = _decode_inputs()
     retrieval = [True, False, True, False]
     idx = torch.randint(0, 40, (2, 4, 6), generator=torch.Generator().manual_seed(1))
-    want = hybrid_decode_attention(
-        q, k, v, retrieval=retrieval, indices=idx, topk=6, backend="torch"
-    )
-    with pytest.warns(DeprecationWarning, match=f"backend='{old}'"):
-        got = hybrid_decode_attention(
-            q, k, v, retrieval=retrieval, indices=idx, topk=6, backend=old
-        )
-    torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=message):
+        hybrid_decode_attention(q, k, v, retrieval=retrieval, indices=idx, topk=6, backend=old)
+    # the new spelling takes the old one's place
+    assert LycheeConfig(backend=new.value).backend is new
 
 
 def test_new_spellings_do_not_warn() -> None:
@@ -69,8 +68,7 @@ def test_each_method_names_the_backends_it_has() -> None:
 
 def test_triton_on_cpu_without_interpreter_is_a_clear_error(monkeypatch) -> None:
     """``"triton"`` means lc-kernels' Triton kernels everywhere: on CPU tensors they need
-    the interpreter, which the deprecated ``"kernels"`` did not (it fell back to the
-    references, as it still does for this release)."""
+    the interpreter (the removed ``"kernels"`` fell back to the references there)."""
     import lc_kernels._common
 
     # as without TRITON_INTERPRET=1 (the variable itself must stay: triton reads it once)
@@ -80,11 +78,7 @@ def test_triton_on_cpu_without_interpreter_is_a_clear_error(monkeypatch) -> None
         hybrid_decode_attention(
             q, k, v, retrieval=[True] * 4, indices=None, topk=5, backend="triton"
         )
-    with pytest.warns(DeprecationWarning, match="backend='kernels'"):
-        out, _ = hybrid_decode_attention(
+    with pytest.raises(ValueError, match="backend='kernels' was removed"):
+        hybrid_decode_attention(
             q, k, v, retrieval=[True] * 4, indices=None, topk=5, backend="kernels"
         )
-    want, _ = hybrid_decode_attention(
-        q, k, v, retrieval=[True] * 4, indices=None, topk=5, backend="torch"
-    )
-    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)

@@ -129,15 +129,6 @@ def test_sparse_uses_only_the_selected_chunks() -> None:
     assert not torch.allclose(out, out2)
 
 
-def test_kernel_backend_matches_gather() -> None:
-    q, ck, cv, rq, lm = _inputs(2, 26, 4, 2, 8, 4, 4, seed=5)
-    q, ck, cv = q.float(), ck.float(), cv.float()
-    idx, w = select_chunks(chunk_scores(rq.float(), lm.float(), 4), top_k=3)
-    a = hsa_attention(q, ck, cv, idx, w, backend="torch")
-    k = hsa_attention(q, ck, cv, idx, w, backend="kernel")
-    torch.testing.assert_close(k, a, rtol=1e-5, atol=1e-5)
-
-
 def test_gradients_reach_queries_keys_values_and_retrieval_scores() -> None:
     q, ck, cv, rq, lm = (x.requires_grad_(True) for x in _inputs(1, 20, 2, 1, 4, 4, 3, seed=7))
     idx, w = select_chunks(chunk_scores(rq, lm, 4), top_k=2)

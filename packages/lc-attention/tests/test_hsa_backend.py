@@ -46,13 +46,19 @@ def test_triton_matches_the_gather_path_under_the_interpreter(
     assert float(rel) < 1e-5
 
 
-def test_the_old_kernel_spelling_warns_and_still_runs() -> None:
+def test_the_old_kernel_spelling_is_refused_with_the_new_one() -> None:
     q, ck, cv, idx, w = _inputs()
-    ref = hsa_attention(q, ck, cv, idx, w, backend="torch")
-    with pytest.warns(DeprecationWarning, match="'triton'"):
-        out = hsa_attention(q, ck, cv, idx, w, backend="kernel")
-    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
-    with pytest.warns(DeprecationWarning, match=r"HSATransformerConfig\.backend"):
+    with pytest.raises(
+        ValueError,
+        match=r"^backend='kernel' was removed in lc-attention 0\.16; "
+        r"use backend='triton' \(Backend\.TRITON\)$",
+    ):
+        hsa_attention(q, ck, cv, idx, w, backend="kernel")
+    with pytest.raises(
+        ValueError,
+        match=r"^HSATransformerConfig\.backend='kernel' was removed in lc-attention 0\.16; "
+        r"use HSATransformerConfig\.backend='triton'",
+    ):
         HSATransformerConfig(vocab_size=16, backend="kernel")
 
 

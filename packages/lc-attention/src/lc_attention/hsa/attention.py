@@ -12,9 +12,10 @@ a separate softmax inside every chunk, mixed by the retrieval weights (not one s
 over the union of the chunks as in NSA's selection branch).
 
 Paths: ``"torch"`` gathers the ``k`` chunks of every query (memory ``O(T k S D)``, queries
-processed in blocks), ``"kernel"`` calls ``lc_kernels.selected_attention`` once per slot
+processed in blocks), ``"triton"`` calls ``lc_kernels.selected_attention`` once per slot
 (one selected block per query gives exactly the per-chunk softmax; the Triton kernels run
-on CUDA), ``"auto"`` takes the kernel on CUDA and the gather elsewhere.
+on CUDA, or on CPU under Triton's interpreter), ``"auto"`` takes the kernel on CUDA and
+the gather elsewhere.
 [hsa_attention_reference][lc_attention.hsa.attention.hsa_attention_reference] is the
 dense oracle: every visible chunk, softmax weights over all of them.
 """
@@ -25,29 +26,25 @@ import math
 
 import torch
 
+from lc_attention import _backends
 from lc_attention.hsa.retrieval import chunk_scores
-from lc_kernels.backend import Backend, parse_backend
+from lc_kernels.backend import Backend
 from lc_kernels.renames import renamed_params, spelled
 
 __all__ = ["hsa_attention", "hsa_attention_reference"]
 
 #: the backends of the chunk attention
 BACKENDS: tuple[Backend, ...] = (Backend.AUTO, Backend.TORCH, Backend.TRITON)
-#: the spelling of lc-attention 0.14 and earlier, accepted with a DeprecationWarning until 0.16
-DEPRECATED_BACKENDS = {"kernel": Backend.TRITON}
+#: the spelling of lc-attention 0.14 and earlier (deprecated in 0.14.1), refused since 0.16
+REMOVED_BACKENDS = {"kernel": Backend.TRITON}
 
 
-def check_backend(backend: object, name: str = "backend", stacklevel: int = 4) -> Backend | str:
-    """Raise ``ValueError`` unless ``backend`` is one of ``BACKENDS``; warn on ``"kernel"``.
+def check_backend(backend: object, name: str = "backend") -> Backend:
+    """``backend`` as a member of ``BACKENDS``; ``ValueError`` for anything else.
 
-    ``"kernel"`` is ``"triton"`` on CUDA and, for the releases that still accept it,
-    keeps running ``lc_kernels.selected_attention``'s PyTorch reference on other devices
-    (``"triton"`` there needs Triton's interpreter). Returns the member, or ``"kernel"``.
+    The removed spelling ``"kernel"`` is refused with a message naming ``"triton"``.
     """
-    member = parse_backend(
-        backend, BACKENDS, deprecated=DEPRECATED_BACKENDS, name=name, stacklevel=stacklevel
-    )
-    return "kernel" if backend == "kernel" else member
+    return _backends.check_backend(backend, BACKENDS, REMOVED_BACKENDS, name)
 
 
 def _check(q: torch.Tensor, chunk_k: torch.Tensor, chunk_v: torch.Tensor) -> tuple[int, ...]:
@@ -140,7 +137,8 @@ def hsa_attention(
             [select_chunks][lc_attention.hsa.retrieval.select_chunks]).
         backend: a [Backend][lc_kernels.backend.Backend]: ``"auto"`` (the kernel on CUDA,
             the gather path elsewhere), ``"torch"`` (gather) or ``"triton"``
-            (``lc_kernels.selected_attention``'s kernels; ``"kernel"`` of 0.14 warns).
+            (``lc_kernels.selected_attention``'s kernels; ``"kernel"`` of 0.14 was removed
+            in 0.16).
         query_chunk: queries per chunk on the gather path (bounds memory at long ``T``;
             ``query_block`` until 0.15: warns, removed in 0.17).
 
@@ -160,12 +158,10 @@ def hsa_attention(
             f"indices and weights must be [B, T, G, k] = [{b}, {t}, {g}, k], got "
             f"{tuple(indices.shape)} and {tuple(weights.shape)}"
         )
-    choice = check_backend(backend, stacklevel=3)
+    choice = check_backend(backend)
     if query_chunk < 1:
         raise ValueError(f"{spelled('query_chunk')} must be >= 1, got {query_chunk}")
     if choice == Backend.AUTO and q.is_cuda:
-        return _kernel(q, chunk_k, chunk_v, indices, weights, Backend.AUTO)
-    if choice == "kernel":  # the reference on CPU, as before
         return _kernel(q, chunk_k, chunk_v, indices, weights, Backend.AUTO)
     if choice == Backend.TRITON:
         return _kernel(q, chunk_k, chunk_v, indices, weights, Backend.TRITON)

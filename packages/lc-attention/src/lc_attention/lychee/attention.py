@@ -352,7 +352,7 @@ def hybrid_decode_attention(
         backend: a [Backend][lc_kernels.backend.Backend]: ``"torch"`` (plain PyTorch
             that gathers the selected rows), ``"triton"`` (``lc_kernels.decode``'s Triton
             kernels) or ``"auto"`` (``lc_kernels.decode`` on CUDA, ``"torch"`` elsewhere).
-            ``"gather"`` and ``"kernels"`` (earlier spellings) warn and still work.
+            ``"gather"`` and ``"kernels"`` (spellings of 0.13) were removed in 0.16.
 
     Returns:
         ``(out [B, HQ, D], indices [B, HQ, topk])``: the attention output and the positions

@@ -4,39 +4,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lc_kernels.backend import Backend, parse_backend
+from lc_attention import _backends
+from lc_kernels.backend import Backend
 
 #: the backends of LycheeDecode's decode step
 BACKENDS: tuple[Backend, ...] = (Backend.AUTO, Backend.TORCH, Backend.TRITON)
-#: spellings of lc-attention 0.13 and earlier, accepted with a DeprecationWarning until 0.15
-DEPRECATED_BACKENDS = {"gather": Backend.TORCH, "kernels": Backend.TRITON}
+#: spellings of lc-attention 0.13 and earlier (deprecated in 0.14), refused since 0.16
+REMOVED_BACKENDS = {"gather": Backend.TORCH, "kernels": Backend.TRITON}
 
 
-def check_backend(backend: object, name: str = "backend", stacklevel: int = 4) -> Backend | str:
-    """Raise ``ValueError`` unless ``backend`` is one of ``BACKENDS``; warn on an old spelling.
+def check_backend(backend: object, name: str = "backend") -> Backend:
+    """``backend`` as a member of ``BACKENDS``; ``ValueError`` for anything else.
 
-    ``"gather"`` is ``"torch"``; ``"kernels"`` is ``"triton"`` on CUDA and, for the
-    release that still accepts it, keeps running ``lc_kernels.decode``'s PyTorch
-    references on other devices (``"triton"`` there needs Triton's interpreter).
-    Returns the member, or ``"kernels"`` itself (its routing differs on CPU).
+    The removed spellings ``"gather"`` and ``"kernels"`` are refused with a message naming
+    ``"torch"`` and ``"triton"``.
     """
-    member = parse_backend(
-        backend, BACKENDS, deprecated=DEPRECATED_BACKENDS, name=name, stacklevel=stacklevel
-    )
-    return "kernels" if backend == "kernels" else member
+    return _backends.check_backend(backend, BACKENDS, REMOVED_BACKENDS, name)
 
 
 def route(backend: str, cuda: bool, padded: bool) -> Backend | None:
     """Where a decode step runs: ``None`` for the PyTorch gather path, else the backend
-    handed to ``lc_kernels.decode`` (``"triton"``, or ``"auto"`` for ``"auto"`` on CUDA
-    and the deprecated ``"kernels"``). ``backend`` was checked by ``check_backend``."""
-    if backend in ("torch", "gather"):
+    handed to ``lc_kernels.decode`` (``"triton"``, or ``"auto"`` for ``"auto"`` on
+    CUDA). ``backend`` was checked by ``check_backend``."""
+    if backend == "torch":
         return None
     if backend == "auto":
         return Backend.AUTO if cuda and not padded else None
     if padded:
         raise ValueError("valid (padding) masks are supported by backend='torch' only")
-    return Backend.AUTO if backend == "kernels" else Backend.TRITON
+    return Backend.TRITON
 
 
 @dataclass(frozen=True)
@@ -55,8 +51,8 @@ class LycheeConfig:
             ``lc_kernels.decode``'s Triton kernels; ``"torch"`` is plain PyTorch that
             reads only the selected rows of the cache (the fast path on CPU); ``"auto"``
             picks ``lc_kernels.decode`` on CUDA and ``"torch"`` elsewhere. The spellings
-            ``"kernels"`` and ``"gather"`` of earlier releases still work with a
-            ``DeprecationWarning``.
+            ``"kernels"`` and ``"gather"`` of 0.13 were removed in 0.16 (``ValueError``
+            naming ``"triton"`` / ``"torch"``).
 
     Raises:
         ValueError: a field out of range (the message names field, value and allowed).
@@ -75,4 +71,4 @@ class LycheeConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        object.__setattr__(self, "backend", check_backend(self.backend, stacklevel=5))
+        object.__setattr__(self, "backend", check_backend(self.backend))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 import torch
 
@@ -31,20 +31,12 @@ class NSACache:
         return 0 if self.k is None else int(self.k.shape[1])
 
 
-def masked_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float
-) -> torch.Tensor:
-    """``q [B, n, HQ, D]`` over ``k, v [B, L, H_kv, D]`` with ``mask [B, n, H_kv or 1, L]``;
-    empty rows give 0.
-
-    Deprecated (removed in 0.15): NSA's decoding calls lc-kernels' compressed attention
-    and the package's shared masked SDPA instead.
-    """
-    warnings.warn(
-        "lc_attention.nsa.cache.masked_attention is deprecated and will be removed in 0.15",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    from lc_attention._sdpa import masked_sdpa
-
-    return masked_sdpa(q, k, v, mask.permute(0, 2, 1, 3), scale)
+def __getattr__(name: str) -> NoReturn:
+    if name == "masked_attention":  # deprecated in 0.14, removed in 0.16
+        raise AttributeError(
+            f"{__name__}.masked_attention was removed in lc-attention 0.16; use "
+            "torch.nn.functional.scaled_dot_product_attention with a boolean attn_mask "
+            "(and zero the rows that see no key)",
+            name=name,
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}", name=name)
