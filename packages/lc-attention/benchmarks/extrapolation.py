@@ -1,15 +1,16 @@
 """Length extrapolation that separates the methods: multi-key passkey and variable tracking.
 
 Every model learns at lengths up to ``L`` to resolve queried names in a sequence of
-random filler tokens holding several statements ``KEY x name`` (read: ``name := x``), then
-is evaluated at ``L * m`` without fine-tuning. Two tasks share one vocabulary and one
-trained model per (method, seed):
+random filler tokens holding several statements ``name := x`` (one token per statement,
+``x`` a value or another name; its embedding starts at ``(e[name] + e[x]) / sqrt(2)``),
+then is evaluated at ``L * m`` without fine-tuning. Two tasks share one vocabulary and
+one trained model per (method, seed):
 
 - ``multikey`` (multi-key passkey with distractor keys): ``--pairs`` statements
-  ``KEY value_i name_i`` with distinct names and values. A model that averages over the
+  ``name_i := value_i`` with distinct names and values. A model that averages over the
   statements, or attends uniformly, answers a distractor.
 - ``vartrack`` (variable tracking across chunks): ``--chains`` chains of ``--hops``
-  assignments ``KEY v a ... KEY a b ...`` (each link after the one it refers to, at random
+  assignments ``a := v ... b := a ...`` (each link after the one it refers to, at random
   depths); a query names the last variable of a chain, the answer is the value at the
   head of its chain. Distractor chains have other names and values.
 
@@ -17,8 +18,7 @@ A sequence ends with queries about distinct chains, ``QUERY name value`` for all
 last, ``QUERY name``; fewer chains are asked than exist (half of them), so that the last
 answer cannot be found by elimination. Training supervises every query; evaluation
 scores the last one, the output at the last position restricted to the value tokens
-(chance ``1 / N_VALUES``). Which value belongs to which name is carried only by token
-adjacency, so a model has to know which token precedes which.
+(chance ``1 / N_VALUES``).
 
 Methods (``--methods``): ``rope``, ``alibi``, ``nope``, ``bam`` (the
 [BAMTransformer][lc_attention.bam.BAMTransformer], ``bam``: shapes 0..1 across heads and
@@ -905,8 +905,8 @@ def write_summary(
         table = summarize_text(records, args.train_len)
     else:
         tasks = {
-            "multikey": f"{args.pairs} statements KEY value name (distinct names and values)",
-            "vartrack": f"{args.chains} chains of {args.hops} assignments KEY x name",
+            "multikey": f"{args.pairs} statements name := value, one token each (distinct names and values)",
+            "vartrack": f"{args.chains} chains of {args.hops} assignments name := value-or-name, one token each",
             "queries": "half the chains asked, every answer supervised, the last one scored",
         }
         table = summarize(records, args.train_len)
