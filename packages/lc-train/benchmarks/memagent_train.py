@@ -131,13 +131,17 @@ def lora_layers(model) -> list[int]:
     return list(range(max(0, n - LORA_TOP_LAYERS), n))
 
 
-def lora_model(model):
-    from peft import LoraConfig, get_peft_model
+def lora_model(model, seed: int = 0):
+    from lc_train import apply_lora
 
-    config = LoraConfig(
-        lora_dropout=0.0, bias="none", layers_to_transform=lora_layers(model), **LORA
+    return apply_lora(
+        model,
+        rank=LORA["r"],
+        alpha=LORA["lora_alpha"],
+        seed=seed,
+        target_modules=LORA["target_modules"],
+        layers=lora_layers(model),
     )
-    return get_peft_model(model, config)
 
 
 def distributed(args) -> tuple[int, int]:
@@ -198,7 +202,7 @@ def load_stage(args, stage: str):
     from lc_train.rl.trainer import load_checkpoint
 
     model, tok = base_model(args)
-    model = lora_model(model.to(args.device))
+    model = lora_model(model.to(args.device), seed=args.seed)
     if stage != "base":
         path = ckpt_path(args, stage)
         if not path.exists():

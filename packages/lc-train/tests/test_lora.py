@@ -55,6 +55,36 @@ def test_adapters_on_every_projection_and_only_they_train(family: str) -> None:
         torch.testing.assert_close(wrapped(input_ids=ids).logits, before, rtol=0, atol=0)
 
 
+def test_layers_limit_the_adapters_to_the_chosen_decoder_layers() -> None:
+    model = Qwen2ForCausalLM(Qwen2Config(**{**SIZES, "num_hidden_layers": 4})).eval()
+    wrapped = apply_lora(model, rank=2, alpha=4, seed=0, layers=range(2, 4))
+    trainable = _adapters(wrapped)
+    assert len(trainable) == 2 * 7 * 2
+    assert {int(n.split(".layers.")[1].split(".")[0]) for n in trainable} == {2, 3}
+    assert not hasattr(model.model.layers[1].self_attn.q_proj, "lora_A")
+
+
+@pytest.mark.parametrize(
+    ("layers", "error", "match"),
+    [
+        (
+            [2],
+            ValueError,
+            r"layers \[2\] hold none of the target modules \(layers with targets: 0..1\)",
+        ),
+        ([], ValueError, "layers is empty"),
+        ([0, 0], ValueError, "repeats an index"),
+        ([0.5], TypeError, "layer indices"),
+        ("0", TypeError, "sequence of layer indices"),
+    ],
+)
+def test_bad_layers_are_refused_before_the_model_changes(layers, error, match) -> None:
+    model = _model()
+    with pytest.raises(error, match=match):
+        apply_lora(model, rank=2, alpha=4, seed=0, layers=layers)
+    assert all(p.requires_grad for p in model.parameters())
+
+
 def test_the_seed_decides_the_adapters_whatever_ran_before() -> None:
     models = [_model() for _ in range(3)]  # (each build reseeds the global generator)
     torch.manual_seed(123)

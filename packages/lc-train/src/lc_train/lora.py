@@ -2,7 +2,8 @@
 
 :func:`apply_lora` is the one place where lc-train adds LoRA adapters (through
 ``peft``, extra ``lc-train[trl]``): OOMB fine-tuning (:func:`lc_train.finetune` with
-``lora_rank > 0``) and the SoLoPO benchmarks both go through it.
+``lora_rank > 0``), the SoLoPO benchmarks and the memory-agent training recipe go
+through it.
 
     >>> peft_model = apply_lora(model, rank=16, alpha=32, seed=0)  # doctest: +SKIP
     >>> adapters = [p for p in peft_model.parameters() if p.requires_grad]  # doctest: +SKIP
@@ -12,6 +13,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -47,6 +49,7 @@ def apply_lora(
     seed: int,
     dropout: float = 0.0,
     target_modules: Sequence[str] = LORA_TARGET_MODULES,
+    layers: Sequence[int] | None = None,
     task_type: str | None = None,
 ) -> PeftModel:
     """Freeze ``model`` and add LoRA adapters to its ``target_modules`` (with ``peft``).
@@ -68,6 +71,9 @@ def apply_lora(
         target_modules: names of the modules to adapt; a name matches a module whose
             full name is the name or ends with ``"." + name`` (``peft``'s rule). Each
             must match at least one module of ``model``.
+        layers: decoder layers to adapt (indices into the model's ``layers`` list, e.g.
+            ``range(16, 24)`` for the top 8 of 24); ``None`` adapts every layer. Each
+            index must hold at least one target module.
         task_type: ``peft``'s task type (``"CAUSAL_LM"`` wraps the model in a
             ``PeftModelForCausalLM``); ``None`` for a plain ``PeftModel``.
 
@@ -78,10 +84,12 @@ def apply_lora(
 
     Raises:
         ValueError: ``rank < 1``, ``alpha < 1``, ``dropout`` outside ``[0, 1)``, no
-            target, or a target that matches no module of ``model``.
+            target, a target that matches no module of ``model``, or ``layers`` empty,
+            repeated or naming a layer that holds no target.
         TypeError: ``rank``, ``alpha`` or ``seed`` not an int, ``target_modules`` a
             single string or holding something else than strings.
         ImportError: ``peft`` is not installed.
+        TypeError: ``layers`` holding something else than ints.
     """
     if isinstance(rank, bool) or not isinstance(rank, int):
         raise TypeError(f"LoRA rank must be an int, got {rank!r}")
@@ -112,6 +120,7 @@ def apply_lora(
             f"target_modules {missing} match no module of {type(model).__name__} "
             f"(a name matches a module called NAME or ending in .NAME)"
         )
+    chosen = None if layers is None else _check_layers(layers, names, targets)
     try:
         from peft import LoraConfig, get_peft_model
     except ImportError as exc:
@@ -122,12 +131,39 @@ def apply_lora(
         lora_alpha=alpha,
         lora_dropout=dropout,
         target_modules=targets,
+        layers_to_transform=chosen,
         task_type=task_type,
     )
     model.requires_grad_(False)  # peft freezes them too; only the adapters train
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return get_peft_model(model, config)
+
+
+def _check_layers(layers: Sequence[int], names: Sequence[str], targets: Sequence[str]) -> list[int]:
+    """``layers`` as a list, after checking each index holds a target module."""
+    if isinstance(layers, str) or not isinstance(layers, Sequence | range):
+        raise TypeError(f"layers must be a sequence of layer indices, got {layers!r}")
+    chosen = list(layers)
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in chosen):
+        raise TypeError(f"layers must hold layer indices (int), got {chosen!r}")
+    if not chosen:
+        raise ValueError("layers is empty: give None to adapt every layer")
+    if len(set(chosen)) != len(chosen):
+        raise ValueError(f"layers {chosen} repeats an index")
+    held = {
+        int(m.group(1))
+        for name in names
+        if (m := re.search(r"(?:^|\.)layers\.(\d+)\.", name))
+        and any(_matches(name, t) for t in targets)
+    }
+    missing = [i for i in chosen if i not in held]
+    if missing:
+        span = f"0..{max(held)}" if held else "none"
+        raise ValueError(
+            f"layers {missing} hold none of the target modules (layers with targets: {span})"
+        )
+    return chosen
 
 
 __all__ = ["LORA_TARGET_MODULES", "apply_lora"]
