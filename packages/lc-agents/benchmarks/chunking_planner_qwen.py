@@ -5,7 +5,7 @@ pick the best (or a tied-best) chunk size on held-out items, per task, and does 
 per-task plan beat one fixed policy ("always one pass", "always N tokens") over the tasks?
 
 Tasks (generated and seeded here; nothing is downloaded). Documents are Python snippets
-with four-digit values; the answer is one value.
+(``table``: CSV) with four-digit values; the answer is one value.
 
 * ``lookup`` (default): ``--lines`` assignments such as ``canyon_velvet = 5170``
   (variable names share words, so near-miss names stand nearby; one line in five is an
@@ -23,6 +23,14 @@ with four-digit values; the answer is one value.
   variable is assigned twice and its final value is asked; or it is assigned another
   variable assigned a number elsewhere. In pilots the model answered either assignment
   in one pass (``update``) and was at the floor at every length tried (``alias``).
+* ``table`` (optional; probed and left out of the default run): a CSV table, a header
+  naming three value columns and ``--lines // 2`` rows (row names share words);
+  ``canyon_velvet``'s ``marble`` is asked. The row line holds three numbers and only
+  the header says which is asked, so a chunk without the header can only guess. In
+  probes (items of another split) the 0.5B model read 0 of 16 tables right in one pass
+  (6 of 16 with 6 rows): it cannot serve as the reader; the 1.5B model read 7 of 12 in
+  one pass and, without the header, still picked the right column about a third of the
+  time (4 of 8 at 128-token chunks).
 
 Workers read token chunks (no overlap; a line cut at a boundary is task noise) with the
 prompt ``WORKER_TEMPLATE``, greedily, at most ``--max-tokens`` new tokens, batched with
@@ -87,9 +95,13 @@ TASKS: dict[str, str] = {
     "update": "update: the asked variable is assigned twice; its final value is asked",
     "alias": "alias: the asked variable is assigned a variable assigned a number elsewhere",
     "scoped": "scoped: classes share attribute names; one class's attribute is asked",
+    "table": "table: a CSV table with one header line; one row's value in one column is asked",
 }
 SINGLE = "single"
 WORKER_TEMPLATE = "```python\n{document}\n```\n\n{question}"
+TEMPLATES: dict[str, str] = {task: WORKER_TEMPLATE for task in TASKS} | {
+    "table": "```csv\n{document}\n```\n\n{question}"
+}
 _IF_NONE = (
     " If `{var}` is not assigned in this code, reply none. Otherwise reply with the number only."
 )
@@ -98,6 +110,8 @@ QUESTIONS: dict[str, str] = {
     "update": "After this code runs, what is the value of `{var}`?" + _IF_NONE,
     "alias": "After this code runs, what is the value of `{var}`?" + _IF_NONE,
     "scoped": "After this code runs, what is the value of `{var}`?" + _IF_NONE,
+    "table": "In this table, what is the {column} of {row}? If {row} is not a row of this table,"
+    " reply none. Otherwise reply with the number only.",
 }
 NUMBER = re.compile(r"\b\d{4}\b")  # values are four-digit: other numbers abstain
 CONFIDENCE = re.compile(r" \(logprob (-?[\d.]+)\)$")
@@ -154,6 +168,8 @@ def make_item(task: str, split: str, index: int, seed: int, lines: int) -> dict[
     pool = sorted(set(NOUNS))
     if task == "scoped":
         return _scoped_item(rng, pool, split, index, seed, lines)
+    if task == "table":
+        return _table_item(rng, pool, split, index, seed, lines)
     nouns = rng.sample(pool, max(3, lines // 3))
     suffixes = rng.sample(pool, 12)
     names: list[str] = []
@@ -225,6 +241,42 @@ def _scoped_item(
         "answer": str(table[cls, name]),
         "needed": [f"class {cls}:", f"    {name} = {table[cls, name]}"],
         "depth": classes.index(cls) / n_classes,
+    }
+
+
+def _table_item(
+    rng: random.Random, pool: Sequence[str], split: str, index: int, seed: int, lines: int
+) -> dict[str, Any]:
+    """A CSV table: a header line naming three value columns, then ``lines // 2`` rows.
+
+    Only the header says which column a number is in, so a chunk holding the asked row
+    but not the header cannot tell the asked value from the row's two other values.
+    """
+    n_rows, n_cols = max(2, lines // 2), 3
+    columns = rng.sample(pool, n_cols)
+    nouns = rng.sample([w for w in pool if w not in columns], max(3, n_rows // 2))
+    suffixes = rng.sample([w for w in pool if w not in columns and w not in nouns], 8)
+    rows: list[str] = []
+    while len(rows) < n_rows:  # names share words, as in lookup
+        name = f"{rng.choice(nouns)}_{rng.choice(suffixes)}"
+        if name not in rows:
+            rows.append(name)
+    values = iter(rng.sample(range(1000, 10000), n_rows * n_cols))
+    cells = {row: [next(values) for _ in columns] for row in rows}
+    header = ",".join(["name", *columns])
+    body = [",".join([row, *map(str, cells[row])]) for row in rows]
+    row, col = rng.randrange(n_rows), rng.randrange(n_cols)
+    question = QUESTIONS["table"].replace("{column}", columns[col]).replace("{row}", rows[row])
+    return {
+        "id": f"table-{lines}l-{seed}-{split}-{index}",
+        "task": "table",
+        "split": split,
+        "context": "\n".join([header, *body]),
+        "question": question,
+        "var": f"{rows[row]}.{columns[col]}",
+        "answer": str(cells[rows[row]][col]),
+        "needed": [header, body[row]],
+        "depth": (row + 1) / (n_rows + 1),
     }
 
 
@@ -375,7 +427,7 @@ def run_cell(
     chunk = doc_tokens if size == SINGLE else int(size)
     config = ChunkingConfig(
         chunk_size=max(chunk, 1),
-        worker_template=WORKER_TEMPLATE,
+        worker_template=TEMPLATES[item["task"]],
         worker_options={"max_tokens": settings.max_tokens},
         batch_size=settings.batch,
         max_concurrency=1,
@@ -705,7 +757,7 @@ def summarise(
         "model": f"{MODEL} (embedded GGUF, dequantized), greedy",
         "machine": f"{platform.machine()} CPU, torch threads=1",
         "settings": asdict(settings),
-        "worker_template": WORKER_TEMPLATE,
+        "worker_templates": {task: TEMPLATES[task] for task in settings.tasks},
         "question_templates": QUESTIONS,
         "aggregator": "majority vote over the workers' numbers (ties: highest log-probability)",
         "tie_rule": "same held-out accuracy as the best, or exact McNemar p > 0.05 vs the best",

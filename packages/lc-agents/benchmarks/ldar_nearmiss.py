@@ -50,6 +50,8 @@ Full run (>= 100 test items; all conditions):
 (CPU, one thread: about 35 CPU-seconds of band answers per item and 4-5 CPU-minutes
 for each 8.7K-token whole context, about 13 CPU-hours for 200 training and 120 test
 items, 9 of them whole contexts; a GPU should take minutes, not timed.)
+On several cores, one process per core: add ``--shard 0/2`` to one and ``--shard 1/2`` to
+the other (same options), then ``--summarise``.
 Pilot (writes ``ldar_nearmiss_pilot.*``, not a result; about 45 min on the shared CPU):
     OMP_NUM_THREADS=1 nice -n 15 uv run python packages/lc-agents/benchmarks/ldar_nearmiss.py \\
         --name ldar_nearmiss_pilot --train 10 --test 24 --label-test 8 --whole-items 3
@@ -517,6 +519,50 @@ def run_item(
         answer(records, reader, split, item, "whole", ranked)
 
 
+def run_stages(
+    records: Records,
+    reader: Any,
+    embedder: Any,
+    train_items: Sequence[FactItem],
+    test_items: Sequence[FactItem],
+    bands: Sequence[Any],
+    *,
+    label_test: int,
+    whole_items: int,
+    shard: tuple[int, int] = (0, 1),
+) -> None:
+    """Every stage in order: test similarities, training bands, test bands and gold, whole
+    contexts. ``shard=(k, n)`` keeps the items whose index is ``k`` mod ``n`` in each
+    stage, so ``n`` processes sharing the records file split the work without overlap."""
+    from tqdm.auto import tqdm
+
+    k, n = shard
+
+    def mine(items: Sequence[FactItem]) -> list[FactItem]:
+        return [it for i, it in enumerate(items) if i % n == k]
+
+    tag = "" if n == 1 else f" [shard {k}/{n}]"
+    for it in tqdm(mine(test_items), desc="similarities (test)" + tag):
+        profile(records, "test", it, embedder)
+    for it in tqdm(mine(train_items), desc="train (every band)" + tag):
+        run_item(records, reader, embedder, "train", it, bands, gold=False, whole=False)
+    for it in tqdm(mine(test_items[:label_test]), desc="test (bands, gold)" + tag):
+        run_item(records, reader, embedder, "test", it, bands, gold=True, whole=False)
+    for it in tqdm(mine(test_items[:whole_items]), desc="test (whole context)" + tag):
+        run_item(records, reader, embedder, "test", it, [], gold=False, whole=True)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` -> ``(K, N)`` with ``0 <= K < N`` (argparse type; a clear error otherwise)."""
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not K/N (e.g. 0/2)") from None
+    if n < 1 or not 0 <= k < n:
+        raise argparse.ArgumentTypeError(f"{text!r}: need N >= 1 and 0 <= K < N")
+    return k, n
+
+
 # --------------------------------------------------------------------------- summary
 def examples_from_records(
     records: Records, split: str, ids: Sequence[str], bands: Sequence[Any]
@@ -730,6 +776,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="reader weights (float32 or bfloat16, about 2x faster on CPU); one dtype per --name",
     )
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--shard",
+        type=parse_shard,
+        default=(0, 1),
+        metavar="K/N",
+        help="run only items with index K mod N (N processes share the records; then --summarise)",
+    )
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--summarise", action="store_true", help="only rewrite JSON/PNG from records")
     args = ap.parse_args(argv)
@@ -763,16 +816,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     label_test = args.test if args.label_test is None else args.label_test
     whole_n = label_test if args.whole_items is None else args.whole_items
     if not args.summarise:
-        from tqdm.auto import tqdm
-
-        for it in tqdm(test_items, desc="similarities (test)"):
-            profile(records, "test", it, embedder)
-        for it in tqdm(train_items, desc="train (every band)"):
-            run_item(records, reader, embedder, "train", it, bands, gold=False, whole=False)
-        for it in tqdm(test_items[:label_test], desc="test (bands, gold)"):
-            run_item(records, reader, embedder, "test", it, bands, gold=True, whole=False)
-        for it in tqdm(test_items[:whole_n], desc="test (whole context)"):
-            run_item(records, reader, embedder, "test", it, [], gold=False, whole=True)
+        run_stages(
+            records,
+            reader,
+            embedder,
+            train_items,
+            test_items,
+            bands,
+            label_test=label_test,
+            whole_items=whole_n,
+            shard=args.shard,
+        )
+        if args.shard != (0, 1):
+            k, n = args.shard
+            print(
+                f"shard {k}/{n} done; once every shard is, write the JSON and PNG with "
+                "--summarise (same --name and sizes)"
+            )
+            return
     meta = vars(args) | {
         "machine": f"{platform.machine()} {args.device}, {args.threads} thread(s)",
         "seconds": time.time() - t0,

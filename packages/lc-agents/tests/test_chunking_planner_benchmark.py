@@ -133,6 +133,28 @@ def test_scoped_attribute_line_alone_is_ambiguous() -> None:
     assert len(hits) == 4  # one per class: the header is needed to choose
 
 
+def test_table_gold_is_the_asked_cell_and_needs_the_header() -> None:
+    import csv
+
+    item = bench.make_item("table", "heldout", 5, 0, 32)
+    assert item == bench.make_item("table", "heldout", 5, 0, 32)
+    assert item["context"] != bench.make_item("table", "pilot", 5, 0, 32)["context"]
+    header, *rows = list(csv.reader(item["context"].split("\n")))
+    assert header[0] == "name"
+    assert len(header) == 4
+    assert len(rows) == 16
+    table = {r[0]: dict(zip(header[1:], r[1:], strict=True)) for r in rows}
+    assert len(table) == 16  # row names are unique
+    row, column = item["var"].split(".")
+    assert f" {column} of {row}?" in item["question"]
+    assert table[row][column] == item["answer"]
+    # the row line alone holds three four-digit values: only the header says which is asked
+    header_line, row_line = item["needed"]
+    assert header_line == item["context"].split("\n")[0]
+    assert len(re.findall(r"\b\d{4}\b", row_line)) == 3
+    assert bench.TEMPLATES["table"].startswith("```csv\n")
+
+
 def test_pilot_and_heldout_items_are_disjoint() -> None:
     settings = bench.Settings(**SMALL)
     items = bench.make_items(settings)

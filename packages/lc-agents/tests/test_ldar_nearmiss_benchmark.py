@@ -7,6 +7,7 @@ the records with a scripted reader (a stand-in that counts its calls).
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import math
@@ -224,6 +225,45 @@ def test_records_resume_and_summary(tmp_path: Path) -> None:
     assert report["n_test"] == 4
     m = loaded["methods"]["ldar"]
     assert m["ci_low"] <= m["accuracy"] <= m["ci_high"]
+
+
+def test_shards_split_every_stage_without_overlap(tmp_path: Path) -> None:
+    items = {
+        s: [bench.make_item(s, i, min_tokens=250) for i in range(5)] for s in ("train", "test")
+    }
+    bands = bench.action_bands(2, (1,), 2)
+    path = tmp_path / "r_records.jsonl"
+    readers = [ScriptedReader(), ScriptedReader()]
+    for k, reader in enumerate(readers):  # two "processes", each with its own Records
+        bench.run_stages(
+            bench.Records(path),
+            reader,
+            OverlapEmbedder(),
+            items["train"],
+            items["test"],
+            bands,
+            label_test=5,
+            whole_items=4,
+            shard=(k, 2),
+        )
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    keys = [(r["split"], r["item"], r["condition"]) for r in rows]
+    assert len(keys) == len(set(keys))  # nothing answered twice
+    merged = bench.Records(path)
+    for it in items["train"]:
+        assert all(merged.get("train", it.id, str(b)) is not None for b in bands)
+    for i, it in enumerate(items["test"]):
+        assert merged.get("test", it.id, "gold") is not None
+        assert (merged.get("test", it.id, "whole") is not None) == (i < 4)
+    # shard 0 holds items 0, 2, 4; shard 1 items 1, 3: answers split 3 : 2 per stage
+    per_item = len(bands)
+    calls = [r.calls for r in readers]
+    assert calls[0] == 3 * per_item + 3 * (per_item + 1) + 2
+    assert calls[1] == 2 * per_item + 2 * (per_item + 1) + 2
+    assert bench.parse_shard("1/3") == (1, 3)
+    for bad in ("3/3", "1", "a/b", "0/0", "-1/2"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            bench.parse_shard(bad)
 
 
 def test_clean_replaces_non_finite_values() -> None:
