@@ -40,7 +40,7 @@ the codes' second tokens):
 
 Retention: after every update, the share of the rules seen so far (and of the early
 rules) whose product code, threshold and queue code still stand together on one line
-of the memory.
+of the memory, with the queue on the rule's side of the threshold (:func:`side_of`).
 
 Each training step and each test answer is appended to
 ``ace_routing_records.jsonl`` keyed by (phase, condition, seed, item); a rerun skips
@@ -260,12 +260,43 @@ def _has(line: str, token: str) -> bool:
     return re.search(rf"(?<![\w.-]){re.escape(token)}(?![\w-]|\.\d)", line) is not None
 
 
+# The side of a threshold in words: "under $120" / "of $120 or more" and their variants.
+_SIDES = (
+    ("under", re.compile(r"\b(?:under|below|less than|lower than)\b|<(?!=)", re.I)),
+    (
+        "over",
+        re.compile(
+            r"\bor (?:more|above|higher|over)\b|\b(?:at least|above|over|more than)\b|>=|≥", re.I
+        ),
+    ),
+)
+
+
+def side_of(line: str, queue: str) -> str | None:
+    """The threshold side a line gives ``queue``: the side phrase nearest before an
+    occurrence of the queue code (after it, when none comes before); ``None`` without one.
+    ``"KD-37 under $120 go to R4; of $120 or more go to M7"`` gives R4 ``"under"`` and M7
+    ``"over"``."""
+    marks = sorted((m.start(), side) for side, rx in _SIDES for m in rx.finditer(line))
+    if not marks:
+        return None
+    for q in re.finditer(rf"(?<![\w.-]){re.escape(queue)}(?![\w-]|\.\d)", line):
+        before = [side for pos, side in marks if pos < q.start()]
+        return before[-1] if before else marks[0][1]
+    return None
+
+
 def retained(memory: str, rules: Sequence[Rule]) -> list[bool]:
-    """For each rule: does one line of ``memory`` name its product, threshold and queue?"""
+    """For each rule: does one line of ``memory`` name its product, threshold and queue,
+    with the queue on the rule's side of the threshold (:func:`side_of`)?"""
     lines = memory.splitlines()
     return [
         any(
-            _has(ln, r.product) and _has(ln, str(r.threshold)) and _has(ln, r.queue) for ln in lines
+            _has(ln, r.product)
+            and _has(ln, str(r.threshold))
+            and _has(ln, r.queue)
+            and side_of(ln, r.queue) == r.side
+            for ln in lines
         )
         for r in rules
     ]

@@ -121,6 +121,23 @@ def test_retention_needs_product_threshold_and_queue_on_one_line() -> None:
     assert bench.retained("- KD-37 under $120 go to R41", [rule]) == [False]
 
 
+def test_retention_needs_the_queue_on_the_rules_side_of_the_threshold() -> None:
+    under = bench.Rule("KD-37", 120, "under", "R4", "early")
+    over = bench.Rule("KD-37", 120, "over", "M7", "early")
+    assert bench.retained(under.text() + "\n" + over.text(), [under, over]) == [True, True]
+    # the wrong side keeps neither rule although code, threshold and queue are there
+    swapped = "Refund requests for KD-37 of $120 or more go to queue R4."
+    assert bench.retained(swapped, [under, over]) == [False, False]
+    assert bench.retained("- KD-37 refunds $120 -> R4", [under]) == [False]  # no side
+    both = "KD-37: under $120 go to R4; of $120 or more go to M7"
+    assert bench.retained(both, [under, over]) == [True, True]
+    crossed = "KD-37: under $120 go to M7; of $120 or more go to R4"
+    assert bench.retained(crossed, [under, over]) == [False, False]
+    assert bench.retained("R4 <- KD-37 below $120", [under]) == [True]  # side after the queue
+    assert bench.retained("KD-37 at least $120: M7", [over]) == [True]
+    assert bench.retained("KD-37 >= 120 dollars: M7", [over]) == [True]
+
+
 def test_sign_test() -> None:
     assert bench.sign_test(0, 0) == 1.0
     assert bench.sign_test(5, 5) == 1.0
