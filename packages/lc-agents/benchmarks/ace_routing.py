@@ -256,8 +256,14 @@ def make_routing_task(
 
 
 # ---------------------------------------------------------------------------- retention
+def _token(token: str) -> str:
+    """A pattern for ``token`` as a whole code or number (``R4`` not in ``R41``, ``120``
+    not in ``1200`` or ``120.5``)."""
+    return rf"(?<![\w.-]){re.escape(token)}(?![\w-]|\.\d)"
+
+
 def _has(line: str, token: str) -> bool:
-    return re.search(rf"(?<![\w.-]){re.escape(token)}(?![\w-]|\.\d)", line) is not None
+    return re.search(_token(token), line) is not None
 
 
 # The side of a threshold in words: "under $120" / "of $120 or more" and their variants.
@@ -280,7 +286,7 @@ def side_of(line: str, queue: str) -> str | None:
     marks = sorted((m.start(), side) for side, rx in _SIDES for m in rx.finditer(line))
     if not marks:
         return None
-    for q in re.finditer(rf"(?<![\w.-]){re.escape(queue)}(?![\w-]|\.\d)", line):
+    for q in re.finditer(_token(queue), line):
         before = [side for pos, side in marks if pos < q.start()]
         return before[-1] if before else marks[0][1]
     return None
