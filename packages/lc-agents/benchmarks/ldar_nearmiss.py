@@ -47,9 +47,12 @@ condition (``lc_evals.report.compare``), passage tokens read per question.
 Full run (>= 100 test items; all conditions):
     uv run python packages/lc-agents/benchmarks/ldar_nearmiss.py --device cuda
     OMP_NUM_THREADS=1 nice -n 15 uv run python packages/lc-agents/benchmarks/ldar_nearmiss.py
-(CPU, one thread: about 35 CPU-seconds of band answers per item and 4-5 CPU-minutes
-for each 8.7K-token whole context, about 13 CPU-hours for 200 training and 120 test
-items, 9 of them whole contexts; a GPU should take minutes, not timed.)
+(CPU, one thread, float32: about 35 CPU-seconds of band answers per item and 4-5
+CPU-minutes for each 8.7K-token whole context, about 13 CPU-hours for 200 training and
+120 test items, 9 of them whole contexts. ``--dtype bfloat16`` about halves that, and
+since the reader computes logits for the prompt's last position only an 8.2K-token
+prompt takes about 100 CPU-seconds (``scoring_logits.py``). A GPU should take minutes,
+not timed.)
 On several cores, one process per core: add ``--shard 0/2`` to one and ``--shard 1/2`` to
 the other (same options), then ``--summarise``.
 Pilot (writes ``ldar_nearmiss_pilot.*``, not a result; about 45 min on the shared CPU):

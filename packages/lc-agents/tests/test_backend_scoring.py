@@ -64,6 +64,43 @@ def test_scoring_after_generation_and_without_the_cache(tiny_model_dir) -> None:
     assert off.prefix_hits == 0
 
 
+def test_the_prompt_forward_keeps_only_the_last_positions_logits(backend: LocalBackend) -> None:
+    prompt = _prompt(backend, "the lighthouse keeper counts the boats " * 6)
+    conts = [[5], [7, 9], [4, 4, 4]]
+    shapes: list[tuple[int, ...]] = []
+    hook = backend.model.register_forward_hook(
+        lambda _m, _a, out: shapes.append(tuple(out.logits.shape))
+    )
+    try:
+        got = backend.score_continuations(prompt, conts)
+    finally:
+        hook.remove()
+    vocab = backend.model.config.vocab_size
+    # the prompt: one position, not len(prompt); then one forward per candidate length
+    assert shapes == [(1, 1, vocab), (1, 1, vocab), (1, 2, vocab)]
+    assert got == pytest.approx(reference_scores(backend.model, prompt, conts), abs=1e-4)
+
+
+def test_a_model_without_logits_to_keep_gets_full_logits(tiny_model_dir) -> None:
+    class Wrapped(torch.nn.Module):  # hides the signature, as some wrappers do
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner, self.config = inner, inner.config
+            self.generation_config = inner.generation_config
+
+        def forward(self, *args, **kwargs):
+            assert "logits_to_keep" not in kwargs
+            return self.inner(*args, **kwargs)
+
+    plain = LocalBackend(tiny_model_dir, max_tokens=4)
+    wrapped = LocalBackend(Wrapped(plain.model), plain.tokenizer, max_tokens=4)
+    prompt = _prompt(plain, "a harbour full of small boats " * 4)
+    conts = [[3, 1], [2]]
+    assert wrapped.score_continuations(prompt, conts) == pytest.approx(
+        plain.score_continuations(prompt, conts), abs=1e-5
+    )
+
+
 def test_bad_scoring_input_is_refused(backend: LocalBackend) -> None:
     with pytest.raises(ValueError, match="non-empty prompt"):
         backend.score_continuations([], [[1]])

@@ -103,6 +103,7 @@ class LocalBackend:
         self._cache: Any = None
         self._cache_ids: list[int] = []
         self._lock = threading.Lock()
+        self._logits_to_keep: bool | None = None
         eos = {self.tokenizer.eos_token_id}
         gen_eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
         if isinstance(gen_eos, int):
@@ -264,9 +265,12 @@ class LocalBackend:
             raise ValueError("every continuation needs at least one token")
         device = next(self.model.parameters()).device
 
-        def forward(rows: list[list[int]], cache: Any) -> Any:
+        def forward(rows: list[list[int]], cache: Any, *, last_only: bool = False) -> Any:
             x = torch.tensor(rows, dtype=torch.long, device=device)
-            out = self.model(input_ids=x, use_cache=True, **{_cache_kwarg(): cache})
+            kwargs = {_cache_kwarg(): cache}
+            if last_only and self._keeps_logits():
+                kwargs["logits_to_keep"] = 1  # not [T, vocab] logits for a long prompt
+            out = self.model(input_ids=x, use_cache=True, **kwargs)
             return out.logits.float().log_softmax(-1)
 
         with self._lock, torch.inference_mode():
@@ -274,7 +278,7 @@ class LocalBackend:
             if cache is None:  # prefix cache off: a private cache for this call
                 cache = DynamicCache(config=self.model.config)
             done = cache.get_seq_length()
-            first = forward([list(prompt[done:])], cache)[0, -1]
+            first = forward([list(prompt[done:])], cache, last_only=True)[0, -1]
             if self.prefix_cache:
                 self._cache, self._cache_ids = cache, [int(t) for t in prompt]
             scores = [float(first[c[0]]) for c in conts]
@@ -290,6 +294,19 @@ class LocalBackend:
                     c = conts[j]
                     scores[j] += float(sum(lp[row, k, c[k + 1]] for k in range(length - 1)))
         return scores
+
+    def _keeps_logits(self) -> bool:
+        """Whether the model's ``forward`` takes ``logits_to_keep`` (transformers' causal
+        LMs do; a wrapper hiding its signature gets full logits)."""
+        if self._logits_to_keep is None:
+            import inspect
+
+            try:
+                params = inspect.signature(self.model.forward).parameters
+            except (TypeError, ValueError):
+                params = {}  # type: ignore[assignment]
+            self._logits_to_keep = "logits_to_keep" in params
+        return self._logits_to_keep
 
     def clear_cache(self) -> None:
         """Drop the cached prefix (frees its memory)."""
