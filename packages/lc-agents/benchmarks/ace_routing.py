@@ -1015,14 +1015,50 @@ def pool_seeds(per_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def paired_with(
+    records: Records, other: Records, other_name: str, seeds: Sequence[int]
+) -> dict[str, Any]:
+    """Each condition against the same condition of another run, ticket by ticket.
+
+    For a condition answered in both runs, over the (seed, ticket) pairs both answered:
+    the tickets only this run got right, only the other did, and the exact sign test.
+    """
+    out: dict[str, Any] = {}
+    for c in CONDITIONS:
+        mine = {
+            (s, r["item"]): bool(r["correct"]) for s in seeds for r in records.select("test", c, s)
+        }
+        theirs = {
+            (s, r["item"]): bool(r["correct"]) for s in seeds for r in other.select("test", c, s)
+        }
+        common = sorted(set(mine) & set(theirs), key=str)
+        if not common:
+            continue
+        wins = sum(mine[k] and not theirs[k] for k in common)
+        losses = sum(theirs[k] and not mine[k] for k in common)
+        out[f"{c} vs {other_name}:{c}"] = {
+            "n": len(common),
+            "accuracy": sum(mine[k] for k in common) / len(common),
+            "other_accuracy": sum(theirs[k] for k in common) / len(common),
+            "only_first_right": wins,
+            "only_second_right": losses,
+            "sign_test_p": round(sign_test(wins, losses), 4),
+        }
+    return out
+
+
 def write_summary(
     tasks: Sequence[RoutingTask],
     records: Records,
     settings: Settings,
     out: Path,
     name: str = "ace_routing",
+    other: tuple[str, Records] | None = None,
 ) -> dict[str, Any]:
-    """Summarise every seed's records (pooled when there are several); JSON + PNG."""
+    """Summarise every seed's records (pooled when there are several); JSON + PNG.
+
+    ``other=(name, records)`` adds ``paired_with_other_run``: each condition against
+    the same condition of that run on the same tickets (:func:`paired_with`)."""
     per_seed = {
         t.seed: summarise(t, records, replace(settings, seed=t.seed))
         for t in tasks
@@ -1031,6 +1067,10 @@ def write_summary(
     if not per_seed:
         return {"accuracy": {}}
     summary = pool_seeds(per_seed) if len(tasks) > 1 else per_seed[tasks[0].seed]
+    if other is not None:
+        summary["paired_with_other_run"] = paired_with(
+            records, other[1], other[0], [t.seed for t in tasks]
+        )
     (out / f"{name}.json").write_text(json.dumps(summary, indent=1))
     if summary["accuracy"]:
         plot(summary, out / f"{name}.png")
@@ -1056,6 +1096,12 @@ def main() -> None:
     p.add_argument("--name", default="ace_routing", help="stem of the records, JSON and PNG")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--summarise", action="store_true", help="only rewrite JSON and PNG")
+    p.add_argument(
+        "--paired-with",
+        metavar="NAME",
+        help="another run's --name in --out: compare each condition with its own there, "
+        "ticket by ticket",
+    )
     args = p.parse_args()
     seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     if not seeds or len(set(seeds)) != len(seeds):
@@ -1108,7 +1154,13 @@ def main() -> None:
                 embedder=embedder,
                 deadline=deadline,
             )
-    summary = write_summary(tasks, records, settings, args.out, args.name)
+    other = None
+    if args.paired_with:
+        path = args.out / f"{args.paired_with}_records.jsonl"
+        if not path.exists():
+            p.error(f"--paired-with {args.paired_with}: no records at {path}")
+        other = (args.paired_with, Records(path))
+    summary = write_summary(tasks, records, settings, args.out, args.name, other=other)
     for c, e in summary["accuracy"].items():
         a = e["all"]
         print(f"{c:8s} {a['correct']}/{a['n']} = {a['accuracy']:.3f} {a['wilson95']}")

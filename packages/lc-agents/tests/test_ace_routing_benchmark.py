@@ -324,3 +324,21 @@ def test_several_seeds_are_pooled_ticket_by_ticket(tmp_path: Path) -> None:
     )
     assert set(json.loads((tmp_path / "two.json").read_text())["per_seed"]) == {"0", "1"}
     assert (tmp_path / "two.png").stat().st_size > 0
+
+
+def test_paired_with_another_run_counts_tickets_both_answered(tmp_path: Path) -> None:
+    mine, other = (bench.Records(tmp_path / f"{n}_records.jsonl") for n in ("a", "b"))
+    outcomes_a = [True, True, False, False, True]
+    outcomes_b = [True, False, True, False]  # the other run stopped one ticket short
+    for records, outcomes in ((mine, outcomes_a), (other, outcomes_b)):
+        for i, ok in enumerate(outcomes):
+            row = {"phase": "test", "condition": "ace_add", "seed": 0, "item": f"t{i}"}
+            records.add(row | {"correct": ok})
+    mine.add({"phase": "test", "condition": "base", "seed": 0, "item": "t0", "correct": 1})
+    got = bench.paired_with(mine, other, "b", [0])
+    assert set(got) == {"ace_add vs b:ace_add"}  # base was answered by one run only
+    pair = got["ace_add vs b:ace_add"]
+    assert pair["n"] == 4
+    assert (pair["only_first_right"], pair["only_second_right"]) == (1, 1)
+    assert pair["accuracy"] == pair["other_accuracy"] == 0.5
+    assert pair["sign_test_p"] == 1.0
