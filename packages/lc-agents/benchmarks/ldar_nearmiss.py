@@ -719,6 +719,7 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
     colours = {"ldar": "tab:red", "top_k": "tab:blue", "fixed_band": "tab:green"}
     colours |= {"whole": "black", "gold": "tab:gray"}
     chosen = report["chosen"]
+    points: dict[tuple[float, float, int], list[str]] = {}  # methods at one point share a label
     for cond, m in report["methods"].items():
         if cond == "oracle_band" or not m.get("n") or m.get("tokens_per_question") is None:
             continue
@@ -732,8 +733,14 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
             capsize=3,
         )
         label = f"{cond} {chosen[cond]}" if cond in chosen else cond
+        points.setdefault((round(x, 6), round(y, 6), m["n"]), []).append(label)
+    for (x, y, n), labels in points.items():
         ax.annotate(
-            f"{label} (n={m['n']})", (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8
+            f"{' = '.join(labels)} (n={n})",
+            (x, y),
+            textcoords="offset points",
+            xytext=(5, 4),
+            fontsize=8,
         )
     ax.axhline(report["chance"], color="gray", ls=":", lw=1, label="chance")
     ax.set_xscale("log")
