@@ -752,6 +752,20 @@ def sign_test(wins: int, losses: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def paired_counts(a: Mapping[Any, bool], b: Mapping[Any, bool]) -> dict[str, Any]:
+    """Outcomes ``a`` against ``b`` over the keys both have: how many, the keys only
+    ``a`` got right, only ``b`` did, and the exact sign test."""
+    both = sorted(set(a) & set(b), key=str)
+    wins = sum(a[k] and not b[k] for k in both)
+    losses = sum(b[k] and not a[k] for k in both)
+    return {
+        "n": len(both),
+        "only_first_right": wins,
+        "only_second_right": losses,
+        "sign_test_p": round(sign_test(wins, losses), 4),
+    }
+
+
 def summarise(task: RoutingTask, records: Records, settings: Settings) -> dict[str, Any]:
     """Accuracy with Wilson intervals, retention curves and costs from the records."""
     seed = task.seed
@@ -801,15 +815,7 @@ def summarise(task: RoutingTask, records: Records, settings: Settings) -> dict[s
         if a in answered and b in answered:
             ra = {r["item"]: bool(r["correct"]) for r in answered[a] if r["item"] in common}
             rb = {r["item"]: bool(r["correct"]) for r in answered[b] if r["item"] in common}
-            both = sorted(set(ra) & set(rb))
-            wins = sum(ra[i] and not rb[i] for i in both)
-            losses = sum(rb[i] and not ra[i] for i in both)
-            paired[f"{a} vs {b}"] = {
-                "n": len(both),
-                "only_first_right": wins,
-                "only_second_right": losses,
-                "sign_test_p": round(sign_test(wins, losses), 4),
-            }
+            paired[f"{a} vs {b}"] = paired_counts(ra, rb)
     first_seen: dict[int, int] = {}
     for i, t in enumerate(task.train):
         first_seen.setdefault(t.rule, i)
@@ -1031,18 +1037,12 @@ def paired_with(
         theirs = {
             (s, r["item"]): bool(r["correct"]) for s in seeds for r in other.select("test", c, s)
         }
-        common = sorted(set(mine) & set(theirs), key=str)
+        common = set(mine) & set(theirs)
         if not common:
             continue
-        wins = sum(mine[k] and not theirs[k] for k in common)
-        losses = sum(theirs[k] and not mine[k] for k in common)
-        out[f"{c} vs {other_name}:{c}"] = {
-            "n": len(common),
+        out[f"{c} vs {other_name}:{c}"] = paired_counts(mine, theirs) | {
             "accuracy": sum(mine[k] for k in common) / len(common),
             "other_accuracy": sum(theirs[k] for k in common) / len(common),
-            "only_first_right": wins,
-            "only_second_right": losses,
-            "sign_test_p": round(sign_test(wins, losses), 4),
         }
     return out
 

@@ -171,14 +171,7 @@ def make_item(task: str, split: str, index: int, seed: int, lines: int) -> dict[
     if task == "table":
         return _table_item(rng, pool, split, index, seed, lines)
     nouns = rng.sample(pool, max(3, lines // 3))
-    suffixes = rng.sample(pool, 12)
-    names: list[str] = []
-    seen: set[str] = set()
-    while len(names) < lines:
-        name = f"{rng.choice(nouns)}_{rng.choice(suffixes)}"
-        if name not in seen:
-            seen.add(name)
-            names.append(name)
+    names = _shared_word_names(rng, nouns, rng.sample(pool, 12), lines)
     values = rng.sample(range(1000, 10000), lines)
     # The asked variable's lines are placed first; other lines are aliases of an earlier
     # number-valued variable with probability 0.2 (never of the asked lines).
@@ -210,6 +203,21 @@ def make_item(task: str, split: str, index: int, seed: int, lines: int) -> dict[
         "needed": sorted({code[first], code[last]}, key=code.index),
         "depth": last / lines,
     }
+
+
+def _shared_word_names(
+    rng: random.Random, nouns: Sequence[str], suffixes: Sequence[str], n: int
+) -> list[str]:
+    """``n`` distinct ``noun_suffix`` names drawn from few words, so near-miss names share
+    a word (``canyon_velvet``, ``canyon_melody``, ``sail_velvet``)."""
+    names: list[str] = []
+    seen: set[str] = set()
+    while len(names) < n:
+        name = f"{rng.choice(nouns)}_{rng.choice(suffixes)}"
+        if name not in seen:
+            seen.add(name)
+            names.append(name)
+    return names
 
 
 def _scoped_item(
@@ -256,11 +264,7 @@ def _table_item(
     columns = rng.sample(pool, n_cols)
     nouns = rng.sample([w for w in pool if w not in columns], max(3, n_rows // 2))
     suffixes = rng.sample([w for w in pool if w not in columns and w not in nouns], 8)
-    rows: list[str] = []
-    while len(rows) < n_rows:  # names share words, as in lookup
-        name = f"{rng.choice(nouns)}_{rng.choice(suffixes)}"
-        if name not in rows:
-            rows.append(name)
+    rows = _shared_word_names(rng, nouns, suffixes, n_rows)
     values = iter(rng.sample(range(1000, 10000), n_rows * n_cols))
     cells = {row: [next(values) for _ in columns] for row in rows}
     header = ",".join(["name", *columns])
