@@ -34,6 +34,10 @@ Conditions, on the same test items:
   (ties: fewer tokens);
 * ``fixed_band``: the band (top-k or one skipping the first ranks) with the best
   training accuracy (ties: fewer tokens);
+* ``band_classifier``: a simple learned baseline beside LDAR's head. One logistic
+  regression per band on the top ranks' similarities and gaps
+  (:func:`profile_vector`), fitted to that band's training correctness; each test
+  question gets the band with the highest predicted accuracy;
 * ``whole``: every passage, in similarity order (>= ``--min-tokens`` tokens);
 * ``gold``: the gold passage only (the ceiling); ``oracle_band``: any band right.
 
@@ -594,6 +598,48 @@ def best_band(examples: Sequence[Any], bands: Sequence[Any], allowed: Sequence[A
     return bands[min(idx, key=lambda a: (-acc[a], tok[a]))]
 
 
+def profile_vector(sorted_similarities: Sequence[float], top: int = 6) -> np.ndarray:
+    """The ``top`` best similarities, the gaps between them and the best's margin over them."""
+    s = np.asarray(sorted_similarities, dtype=np.float64)[:top]
+    return np.concatenate([s, s[:-1] - s[1:], [s[0] - s.mean()]])
+
+
+def fit_logistic(
+    x: np.ndarray, y: np.ndarray, *, l2: float = 1.0, steps: int = 2000, lr: float = 0.1
+) -> tuple[np.ndarray, float]:
+    """L2-regularised logistic regression by full-batch gradient descent: ``(w, b)``.
+
+    ``x`` [n, d] (standardised), ``y`` [n] in {0, 1}. Deterministic.
+    """
+    w, b = np.zeros(x.shape[1]), 0.0
+    for _ in range(steps):
+        p = 1.0 / (1.0 + np.exp(-(x @ w + b)))
+        w -= lr * (x.T @ (p - y) + l2 * w) / len(y)
+        b -= lr * float(np.mean(p - y))
+    return w, b
+
+
+def band_classifier(
+    train: Sequence[Any], test: Sequence[Any], bands: Sequence[Any]
+) -> dict[str, Any]:
+    """Per test id, the band whose logistic model predicts the highest accuracy.
+
+    Ties go to the band with fewer mean training tokens.
+    """
+    x_train = np.array([profile_vector(e.similarities) for e in train])
+    x_test = np.array([profile_vector(e.similarities) for e in test])
+    mean, std = x_train.mean(axis=0), x_train.std(axis=0) + 1e-9
+    x_train, x_test = (x_train - mean) / std, (x_test - mean) / std
+    correct = np.array([e.correct for e in train])
+    tokens = np.mean([e.tokens for e in train], axis=0)
+    predicted = np.zeros((len(test), len(bands)))
+    for j in range(len(bands)):
+        w, b = fit_logistic(x_train, correct[:, j])
+        predicted[:, j] = 1.0 / (1.0 + np.exp(-(x_test @ w + b)))
+    order = np.lexsort((np.broadcast_to(tokens, predicted.shape), -predicted), axis=1)
+    return {e.id: bands[int(order[n, 0])] for n, e in enumerate(test)}
+
+
 def summarise(
     records: Records,
     train_ids: Sequence[str],
@@ -623,6 +669,7 @@ def summarise(
     top_k = best_band(train, bands, [b for b in bands if b.start == 0])
     fixed = best_band(train, bands, bands)
     choice = {e.id: ldar.choose(e.similarities) for e in test}
+    classified = band_classifier(train, test, bands)
 
     def band_row(i: str, band: Band) -> dict[str, Any]:
         row = records.get("test", i, str(band))
@@ -633,6 +680,7 @@ def summarise(
         "ldar": {e.id: band_row(e.id, choice[e.id]) for e in test},
         "top_k": {e.id: band_row(e.id, top_k) for e in test},
         "fixed_band": {e.id: band_row(e.id, fixed) for e in test},
+        "band_classifier": {e.id: band_row(e.id, classified[e.id]) for e in test},
     }
     for cond in ("whole", "gold"):
         rows = {e.id: records.get("test", e.id, cond) for e in test}
@@ -699,6 +747,9 @@ def summarise(
             str(b): float(a) for b, a in zip(bands, train_acc, strict=True)
         },
         "ldar_choices": {str(b): sum(c == b for c in choice.values()) for b in bands},
+        "band_classifier_choices": {
+            str(b): sum(c == b for c in classified.values()) for b in bands
+        },
         "methods": methods,
         "comparisons": comparisons,
         "final_loss": losses[-1],
@@ -717,6 +768,7 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     colours = {"ldar": "tab:red", "top_k": "tab:blue", "fixed_band": "tab:green"}
+    colours["band_classifier"] = "tab:purple"
     colours |= {"whole": "black", "gold": "tab:gray"}
     chosen = report["chosen"]
     points: dict[tuple[float, float, int], list[str]] = {}  # methods at one point share a label

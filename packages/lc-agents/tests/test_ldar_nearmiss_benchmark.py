@@ -219,12 +219,47 @@ def test_records_resume_and_summary(tmp_path: Path) -> None:
     loaded = json.loads(text)
     assert loaded["methods"]["gold"]["accuracy"] == 1.0
     assert loaded["methods"]["ldar"]["n"] == 4
-    assert set(loaded["comparisons"]) >= {"ldar_vs_top_k", "ldar_vs_whole", "ldar_vs_gold"}
+    assert set(loaded["comparisons"]) >= {
+        "ldar_vs_top_k",
+        "ldar_vs_band_classifier",
+        "ldar_vs_whole",
+        "ldar_vs_gold",
+    }
+    assert sum(loaded["band_classifier_choices"].values()) == 4
     assert loaded["comparisons"]["ldar_vs_gold"]["method"] == "mcnemar_exact"
     assert (tmp_path / "r.png").stat().st_size > 0
     assert report["n_test"] == 4
     m = loaded["methods"]["ldar"]
     assert m["ci_low"] <= m["accuracy"] <= m["ci_high"]
+
+
+def test_band_classifier_learns_when_top1_is_a_near_miss() -> None:
+    """Top-1 is right when it stands out; otherwise rank 2 is: the classifier switches."""
+    from lc_agents.ldar import Band, LdarExample
+
+    bands = [Band(0, 1), Band(1, 2), Band(0, 2)]
+    rng = np.random.default_rng(0)
+
+    def example(i: int, clear: bool) -> object:
+        top = 0.8 if clear else 0.52
+        sims = np.sort(np.r_[top, 0.5, rng.uniform(0.1, 0.4, 6)])[::-1]
+        correct = np.array([1.0, 0.0, 0.0]) if clear else np.array([0.0, 1.0, 0.0])
+        return LdarExample(str(i), sims, np.arange(8), correct, np.array([50.0, 50.0, 100.0]))
+
+    train = [example(i, i % 2 == 0) for i in range(40)]
+    test = [example(100 + i, i % 3 == 0) for i in range(12)]
+    chosen = bench.band_classifier(train, test, bands)
+    want = {e.id: bands[0] if float(e.similarities[0]) > 0.7 else bands[1] for e in test}
+    assert chosen == want
+    # a band never right in training is never chosen; ties prefer fewer tokens
+    assert all(b != bands[2] for b in chosen.values())
+
+
+def test_fit_logistic_separates_a_line() -> None:
+    x = np.linspace(-2, 2, 41)[:, None]
+    w, b = bench.fit_logistic(x, (x[:, 0] > 0).astype(float), l2=0.01)
+    assert w[0] > 0
+    assert abs(b) < 0.5
 
 
 def test_shards_split_every_stage_without_overlap(tmp_path: Path) -> None:
