@@ -640,6 +640,28 @@ def band_classifier(
     return {e.id: bands[int(order[n, 0])] for n, e in enumerate(test)}
 
 
+def cross_validated(
+    train: Sequence[Any], bands: Sequence[Any], fixed: Any, folds: int = 5
+) -> dict[str, float]:
+    """Held-out accuracy on the training items (``folds``-fold, item ``i`` in fold ``i %
+    folds``) of the band classifier and of the fixed band ``fixed``: does the classifier's
+    choice generalise beyond the items it was fit on?"""
+    folds = min(folds, len(train))
+    if folds < 2:
+        raise ValueError(f"cross-validation needs at least 2 training items, got {len(train)}")
+    parts = [list(train[k::folds]) for k in range(folds)]
+    right = []
+    for k, held in enumerate(parts):
+        fit_on = [e for j, part in enumerate(parts) if j != k for e in part]
+        chosen = band_classifier(fit_on, held, bands)
+        right += [float(e.correct[bands.index(chosen[e.id])]) for e in held]
+    return {
+        "folds": folds,
+        "band_classifier": float(np.mean(right)),
+        "fixed_band": float(np.mean([e.correct[bands.index(fixed)] for e in train])),
+    }
+
+
 def summarise(
     records: Records,
     train_ids: Sequence[str],
@@ -747,6 +769,7 @@ def summarise(
             str(b): float(a) for b, a in zip(bands, train_acc, strict=True)
         },
         "ldar_choices": {str(b): sum(c == b for c in choice.values()) for b in bands},
+        "band_classifier_cv_train": cross_validated(train, bands, fixed),
         "band_classifier_choices": {
             str(b): sum(c == b for c in classified.values()) for b in bands
         },

@@ -226,6 +226,9 @@ def test_records_resume_and_summary(tmp_path: Path) -> None:
         "ldar_vs_gold",
     }
     assert sum(loaded["band_classifier_choices"].values()) == 4
+    cv = loaded["band_classifier_cv_train"]
+    assert 0.0 <= cv["band_classifier"] <= 1.0
+    assert 0.0 <= cv["fixed_band"] <= 1.0
     assert loaded["comparisons"]["ldar_vs_gold"]["method"] == "mcnemar_exact"
     assert (tmp_path / "r.png").stat().st_size > 0
     assert report["n_test"] == 4
@@ -253,6 +256,9 @@ def test_band_classifier_learns_when_top1_is_a_near_miss() -> None:
     assert chosen == want
     # a band never right in training is never chosen; ties prefer fewer tokens
     assert all(b != bands[2] for b in chosen.values())
+    # held out fold by fold, it stays right; the best fixed band is right half the time
+    cv = bench.cross_validated(train, bands, bands[0], folds=4)
+    assert cv == {"folds": 4, "band_classifier": 1.0, "fixed_band": 0.5}
 
 
 def test_fit_logistic_separates_a_line() -> None:
