@@ -7,7 +7,6 @@ of ``conftest.py``, and the resume test drives the benchmark with a scripted eng
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import re
@@ -19,13 +18,10 @@ import pytest
 
 from lc_agents.ace import PlaybookStore, deduplicate, salient_tokens
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "ace_routing.py"
-_spec = importlib.util.spec_from_file_location("ace_routing_bench", _PATH)
-assert _spec is not None
-assert _spec.loader is not None
-bench = importlib.util.module_from_spec(_spec)
-sys.modules["ace_routing_bench"] = bench
-_spec.loader.exec_module(bench)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _load import load_script  # the scripts' folder, on the path above
+
+bench = load_script("ace_routing")
 
 
 def _mask(text: str) -> str:

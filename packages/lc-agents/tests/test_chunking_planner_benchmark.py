@@ -11,7 +11,6 @@ log-probability. Chunks are counted in characters (:class:`CharTokenizer`).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import math
 import re
@@ -21,14 +20,10 @@ from typing import Any
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "chunking_planner_qwen.py"
-sys.path.insert(0, str(_PATH.parent))  # the script imports its sibling _report
-_spec = importlib.util.spec_from_file_location("chunking_planner_qwen_bench", _PATH)
-assert _spec is not None
-assert _spec.loader is not None
-bench = importlib.util.module_from_spec(_spec)
-sys.modules["chunking_planner_qwen_bench"] = bench
-_spec.loader.exec_module(bench)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _load import load_script  # the scripts' folder, on the path above
+
+bench = load_script("chunking_planner_qwen")
 
 SMALL = {
     "tasks": ("lookup", "scoped"),

@@ -8,7 +8,6 @@ the records with a scripted reader (a stand-in that counts its calls).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import sys
@@ -17,14 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "ldar_nearmiss.py"
-sys.path.insert(0, str(_PATH.parent))  # the script imports its sibling _report
-_spec = importlib.util.spec_from_file_location("ldar_nearmiss_bench", _PATH)
-assert _spec is not None
-assert _spec.loader is not None
-bench = importlib.util.module_from_spec(_spec)
-sys.modules["ldar_nearmiss_bench"] = bench
-_spec.loader.exec_module(bench)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _load import load_script  # the scripts' folder, on the path above
+
+bench = load_script("ldar_nearmiss")
 
 
 def test_items_are_deterministic_and_distinct() -> None:

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "scoring_logits.py"
-_spec = importlib.util.spec_from_file_location("scoring_logits_bench", _PATH)
-assert _spec is not None
-assert _spec.loader is not None
-bench = importlib.util.module_from_spec(_spec)
-sys.modules["scoring_logits_bench"] = bench
-_spec.loader.exec_module(bench)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _load import load_script  # the scripts' folder, on the path above
+
+bench = load_script("scoring_logits")
 
 
 @pytest.mark.parametrize(
