@@ -25,7 +25,7 @@ def _logp_unbatched(model, tok, context: str, target: str) -> float:
 
 
 def test_batched_scores_equal_the_unpadded_pmi(tiny_backend) -> None:
-    """Right-padded batches give log p(q|note s) - log p(q|note) of one-by-one passes."""
+    """Left-padded batches give log p(q|note s) - log p(q|note) of one-by-one passes."""
     model, tok = tiny_backend.model, tiny_backend.tokenizer
     sentences = [
         "The river number is 5471234.",
@@ -39,6 +39,48 @@ def test_batched_scores_equal_the_unpadded_pmi(tiny_backend) -> None:
     want = [_logp_unbatched(model, tok, f"{NOTE_PREFIX} {s}", target) - base for s in sentences]
     assert got == pytest.approx(want, abs=1e-3)
     assert len(set(round(g, 4) for g in got)) == 3  # distinct sentences, distinct scores
+
+
+class _Wrapped(torch.nn.Module):
+    """The tiny model behind a ``forward`` that records ``logits_to_keep``."""
+
+    def __init__(self, model: torch.nn.Module, seen: list[int]) -> None:
+        super().__init__()
+        self.inner, self.seen = model, seen
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, logits_to_keep=0):
+        self.seen.append(logits_to_keep)
+        return self.inner(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            logits_to_keep=logits_to_keep,
+        )
+
+
+class _Hiding(torch.nn.Module):
+    """The tiny model behind a ``forward(**kw)``: no ``logits_to_keep`` in its signature."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = model
+
+    def forward(self, **kw):
+        assert "logits_to_keep" not in kw
+        return self.inner(**kw)
+
+
+def test_scores_ask_only_for_the_question_logits(tiny_backend) -> None:
+    """The model computes logits for the question line's positions only; the scores equal
+    those of a model that returns every position's logits."""
+    model, tok = tiny_backend.model, tiny_backend.tokenizer
+    sentences = ["The river number is 5471234.", "A city by the shore, quiet and golden.", "Apple."]
+    seen: list[int] = []
+    kept = QuestionScorer(_Wrapped(model, seen), tok, batch_size=2).score(QUESTION, sentences)
+    full = QuestionScorer(_Hiding(model), tok, batch_size=2).score(QUESTION, sentences)
+    n = len(tok.encode(QUESTION_PREFIX + QUESTION, add_special_tokens=False))
+    assert seen == [n + 1] * 3  # baseline, then two batches
+    assert kept == pytest.approx(full, abs=1e-5)
 
 
 def test_scores_are_cached_per_question_and_sentence(tiny_backend) -> None:

@@ -36,6 +36,18 @@ def _cache_kwarg() -> str:
     return "cache" if (major, minor) >= (5, 24) else "past_key_values"
 
 
+def takes_logits_to_keep(model: Any) -> bool:
+    """Whether ``model.forward`` takes ``logits_to_keep`` (transformers' causal LMs do; a
+    wrapper hiding its signature does not, and gets full logits)."""
+    import inspect
+
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+    return "logits_to_keep" in params
+
+
 class LocalBackend:
     """Chat with a local transformers model; greedy decoding unless ``temperature > 0``.
 
@@ -296,16 +308,9 @@ class LocalBackend:
         return scores
 
     def _keeps_logits(self) -> bool:
-        """Whether the model's ``forward`` takes ``logits_to_keep`` (transformers' causal
-        LMs do; a wrapper hiding its signature gets full logits)."""
+        """:func:`takes_logits_to_keep` of the model, looked up once."""
         if self._logits_to_keep is None:
-            import inspect
-
-            try:
-                params = inspect.signature(self.model.forward).parameters
-            except (TypeError, ValueError):
-                params = {}  # type: ignore[assignment]
-            self._logits_to_keep = "logits_to_keep" in params
+            self._logits_to_keep = takes_logits_to_keep(self.model)
         return self._logits_to_keep
 
     def clear_cache(self) -> None:

@@ -59,6 +59,7 @@ class QuestionScorer:
         self.batch_size = batch_size
         self._cache: dict[tuple[str, str], float] = {}
         self._baseline: dict[str, float] = {}
+        self._keeps_logits: bool | None = None
 
     def clear(self) -> None:
         """Forget cached scores (call between documents to bound the cache)."""
@@ -94,26 +95,33 @@ class QuestionScorer:
         return [int(t) for t in self.tokenizer.encode(text, add_special_tokens=False)]
 
     def _logprobs(self, contexts: list[list[int]], target: list[int]) -> list[float]:
-        """log p(target | context) for each context, one right-padded forward pass."""
+        """log p(target | context) for each context, one left-padded forward pass.
+
+        Left padding puts the target at the end of every row, so the model computes
+        logits for the last ``len(target) + 1`` positions only (``logits_to_keep``), not
+        ``[rows, width, vocab]``; positions count from each row's first real token.
+        """
         import torch
 
+        from lc_agents.backends.local import takes_logits_to_keep
+
+        if self._keeps_logits is None:
+            self._keeps_logits = takes_logits_to_keep(self.model)
         rows = [[*c, *target] for c in contexts]
         width = max(len(r) for r in rows)
-        pad = 0
+        n = len(target)
         device = next(self.model.parameters()).device
-        ids = torch.full((len(rows), width), pad, dtype=torch.long, device=device)
+        ids = torch.zeros((len(rows), width), dtype=torch.long, device=device)
         mask = torch.zeros((len(rows), width), dtype=torch.long, device=device)
         for i, r in enumerate(rows):
-            ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-            mask[i, : len(r)] = 1
+            ids[i, width - len(r) :] = torch.tensor(r, dtype=torch.long)
+            mask[i, width - len(r) :] = 1
+        kwargs: dict[str, Any] = {"position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
+        if self._keeps_logits:
+            kwargs["logits_to_keep"] = n + 1
         with torch.inference_mode():
-            logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
-        logp = logits.log_softmax(-1)
-        out = []
-        n = len(target)
-        tgt = torch.tensor(target, dtype=torch.long, device=device)
-        for i, c in enumerate(contexts):
-            # logits at position j predict token j + 1
-            pos = torch.arange(len(c) - 1, len(c) - 1 + n, device=device)
-            out.append(float(logp[i, pos, tgt].sum()))
-        return out
+            logits = self.model(input_ids=ids, attention_mask=mask, **kwargs).logits
+        # the logits at position j predict token j + 1: the n positions before the last
+        logp = logits[:, -(n + 1) : -1].float().log_softmax(-1)
+        tgt = torch.tensor(target, dtype=torch.long, device=device).expand(len(rows), n)
+        return logp.gather(-1, tgt[..., None]).squeeze(-1).sum(-1).tolist()
