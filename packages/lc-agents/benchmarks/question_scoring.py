@@ -27,11 +27,11 @@ import json
 import platform
 import re
 import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from _cells import run_cell, sizes
 
 ROOT = Path(__file__).resolve().parents[3]
 OUT = ROOT / "docs" / "benchmarks" / "lc-agents" / "question_scoring.json"
@@ -101,19 +101,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.cell:  # a child process: one cell, JSON on stdout
         print(json.dumps(measure(int(args.cell[0]), args.cell[1], args.repeats)))
         return
-    try:
-        counts = [int(x) for x in args.sentences.split(",") if x.strip()]
-    except ValueError:
-        ap.error(f"--sentences needs comma-separated integers, got {args.sentences!r}")
-    if not counts or min(counts) < 1:
-        ap.error(f"--sentences needs counts of at least 1, got {args.sentences!r}")
+    counts = sizes(ap, "--sentences", args.sentences, 1, "counts of at least 1")
     rows = []
     for n in counts:
         cells = {}
         for mode in ("kept", "full"):
-            cmd = [sys.executable, __file__, "--cell", str(n), mode, "--repeats", str(args.repeats)]
-            done = subprocess.run(cmd, capture_output=True, text=True, check=True)
-            cells[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+            cells[mode] = run_cell(__file__, n, mode, args.repeats)
             print(
                 f"{n:>4} sentences {mode:>4}: {cells[mode]['cpu_seconds']:.2f} CPU s, "
                 f"peak RSS {cells[mode]['peak_rss_mib']:.0f} MiB",

@@ -25,11 +25,11 @@ import argparse
 import json
 import platform
 import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from _cells import run_cell, sizes
 
 ROOT = Path(__file__).resolve().parents[3]
 OUT = ROOT / "docs" / "benchmarks" / "lc-agents" / "scoring_logits.json"
@@ -94,20 +94,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.cell:  # a child process: one cell, JSON on stdout
         print(json.dumps(measure(int(args.cell[0]), args.cell[1], args.repeats)))
         return
-    try:
-        lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
-    except ValueError:
-        ap.error(f"--lengths needs comma-separated integers, got {args.lengths!r}")
-    if not lengths or min(lengths) < 128:
-        ap.error(f"--lengths needs lengths of at least 128 tokens, got {args.lengths!r}")
+    lengths = sizes(ap, "--lengths", args.lengths, 128, "lengths of at least 128 tokens")
     rows = []
     for length in lengths:
         cells = {}
         for mode in ("last", "full"):
-            cmd = [sys.executable, __file__, "--cell", str(length), mode]
-            cmd += ["--repeats", str(args.repeats)]
-            done = subprocess.run(cmd, capture_output=True, text=True, check=True)
-            cells[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+            cells[mode] = run_cell(__file__, length, mode, args.repeats)
             print(
                 f"{length:>6} tokens {mode:>4}: {cells[mode]['cpu_seconds']:.2f} CPU s, "
                 f"peak RSS {cells[mode]['peak_rss_mib']:.0f} MiB",
